@@ -1,0 +1,3 @@
+from jax_ladder.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""Template options: read from each template's cookiecutter.json and validated
+here, before cookiecutter runs, so a bad input never leaves files behind."""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cookiecutter.environment import StrictEnvironment
+
+# Package names that would shadow something the generated project imports.
+SHADOWED = {"jax", "jaxlib", "numpy", "pytest", "ml_dtypes", "opt_einsum", "scipy", "tests"}
+PROJECT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+TRUE, FALSE = {"true", "yes", "y", "1", "on"}, {"false", "no", "n", "0", "off"}
+
+
+class UsageError(Exception):
+    """A problem with the user's input; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    default: object  # str, bool, or the first choice
+    choices: tuple[str, ...] = ()
+    derived: bool = False  # default is a Jinja expression of other options
+
+    @property
+    def kind(self) -> str:
+        if self.choices:
+            return "choice"
+        return "bool" if isinstance(self.default, bool) else "str"
+
+    def describe(self) -> str:
+        if self.choices:
+            return f"{self.key} (one of {', '.join(self.choices)}; default {self.choices[0]})"
+        if self.derived:
+            return f"{self.key} (default derived from the other options)"
+        return f"{self.key} (default {self.default!r})"
+
+
+def load_options(template: Path) -> dict[str, Option]:
+    raw = json.loads((template / "cookiecutter.json").read_text())
+    options = {}
+    for key, value in raw.items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, list):
+            options[key] = Option(key, value[0], tuple(str(v) for v in value))
+        else:
+            options[key] = Option(key, value, derived=isinstance(value, str) and "{{" in value)
+    return options
+
+
+def parse_value(option: Option, text: str) -> object:
+    """Convert one user-given string to the option's type, or raise UsageError."""
+    if option.kind == "choice":
+        if text not in option.choices:
+            raise UsageError(
+                f"{option.key}={text!r} is not allowed; use one of: {', '.join(option.choices)}"
+            )
+        return text
+    if option.kind == "bool":
+        if text.lower() in TRUE:
+            return True
+        if text.lower() in FALSE:
+            return False
+        raise UsageError(f"{option.key}={text!r} is not a boolean; use true or false")
+    return text
+
+
+def parse_assignments(options: dict[str, Option], assignments: list[str]) -> dict[str, object]:
+    """Turn ["KEY=VALUE", ...] into a validated dict."""
+    values: dict[str, object] = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        if key not in options:
+            known = ", ".join(options)
+            raise UsageError(f"unknown option {key!r}; this template's options are: {known}")
+        values[key] = parse_value(options[key], text)
+    return values
+
+
+def resolve(options: dict[str, Option], given: dict[str, object]) -> dict[str, object]:
+    """Fill in defaults (rendering derived ones like cookiecutter does) and check names."""
+    context: dict[str, object] = {}
+    env = StrictEnvironment()
+    for key, option in options.items():
+        if key in given:
+            context[key] = given[key]
+        elif option.derived:
+            context[key] = env.from_string(str(option.default)).render(cookiecutter=context)
+        else:
+            context[key] = option.default
+    if "project_name" in context:
+        check_project_name(str(context["project_name"]))
+    if "package_name" in context:
+        check_package_name(str(context["package_name"]))
+    return context
+
+
+def check_project_name(name: str) -> None:
+    if not PROJECT_NAME.match(name):
+        raise UsageError(
+            f"project name {name!r} is invalid; use letters, digits, '-' or '_', "
+            "starting with a letter (e.g. my-op)"
+        )
+
+
+def check_package_name(name: str) -> None:
+    fix = "pick another name with --name or --set package_name=NAME"
+    if not name.isidentifier():
+        raise UsageError(f"package name {name!r} is not a Python identifier; {fix}")
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        raise UsageError(f"package name {name!r} is a Python keyword; {fix}")
+    if name in SHADOWED or name in sys.stdlib_module_names:
+        raise UsageError(f"package name {name!r} would shadow the module {name!r}; {fix}")

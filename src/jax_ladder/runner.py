@@ -1,0 +1,79 @@
+"""Run a generated project's tests in the current environment and summarise them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+# Printed by every generated project's tests/conftest.py at the end of a run.
+ORACLE_LINE = re.compile(r"oracle: worst error (\S+) \((\S+)% of tolerance\)")
+
+
+@dataclass
+class TestRun:
+    passed: int
+    failed: int
+    skipped: int
+    worst_error: float | None  # largest |extension - oracle| seen, None if unreported
+    worst_fraction: float | None  # that error as a percentage of its tolerance
+    seconds: float
+    returncode: int
+    output: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.failed == 0 and self.passed > 0
+
+
+def run_project_tests(project: Path, echo=None, extra_args: tuple[str, ...] = ()) -> TestRun:
+    """pytest the project with its src/ on the path (no install needed).
+
+    `echo(line)` is called with each output line as it arrives.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project / "src"), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               f"--junitxml={junit}", *extra_args]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=project, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if echo:
+                echo(line.rstrip("\n"))
+        returncode = proc.wait()
+        seconds = time.perf_counter() - start
+        counts = _junit_counts(junit)
+    output = "".join(lines)
+    match = ORACLE_LINE.search(output)
+    return TestRun(
+        passed=counts["passed"], failed=counts["failed"], skipped=counts["skipped"],
+        worst_error=float(match.group(1)) if match else None,
+        worst_fraction=float(match.group(2)) if match else None,
+        seconds=seconds, returncode=returncode, output=output,
+    )
+
+
+def _junit_counts(junit: Path) -> dict[str, int]:
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    if not junit.exists():
+        return counts
+    root = ET.parse(junit).getroot()
+    for suite in root.iter("testsuite"):
+        tests = int(suite.get("tests", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        skipped = int(suite.get("skipped", 0))
+        counts["failed"] += failed
+        counts["skipped"] += skipped
+        counts["passed"] += tests - failed - skipped
+    return counts

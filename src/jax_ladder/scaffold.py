@@ -1,0 +1,50 @@
+"""Generate a starter project from a rung's template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from cookiecutter.main import cookiecutter
+
+from jax_ladder.options import Option, UsageError, load_options, resolve
+from jax_ladder.rungs import Rung, template_dir
+
+Prompt = Callable[[Option, object], object]
+
+
+def scaffold(
+    rung: Rung,
+    output_dir: Path,
+    given: dict[str, object],
+    prompt: Prompt | None = None,
+) -> Path:
+    """Validate everything, then render. Returns the new project's path.
+
+    `prompt(option, default)` asks for each option not in `given`; None means
+    take defaults. Raises UsageError, and writes nothing, on any bad input.
+    """
+    template = template_dir(rung)
+    options = load_options(template)
+    given = dict(given)
+    if prompt is not None:
+        for key, option in options.items():
+            if key not in given and not option.derived:
+                given[key] = prompt(option, option.default)
+    context = resolve(options, given)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"output directory {str(output_dir)!r} is a file; pass another --output-dir")
+    target = output_dir / str(context["project_name"])
+    if target.exists():
+        raise UsageError(
+            f"{str(target)!r} already exists; remove it, or choose another --name or --output-dir"
+        )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    project = cookiecutter(
+        str(template),
+        no_input=True,
+        extra_context={k: v for k, v in context.items()},
+        output_dir=str(output_dir),
+        overwrite_if_exists=False,
+    )
+    return Path(project)

@@ -1,0 +1,117 @@
+"""Pairwise Euclidean distances with a custom {{ cookiecutter.rule.upper() }}.
+
+Why a custom rule: d_ij = sqrt(sum_k (x_ik - y_jk)**2) is not differentiable
+where x_i == y_j: every diagonal entry of a self-distance matrix, and any
+duplicated point. There plain autodiff computes 0 * (1 / sqrt(0)) = 0 * inf =
+NaN, and one NaN entry poisons the whole gradient of any loss that sums over the
+matrix (kernels, repulsion energies, contrastive losses). The rule below states
+the derivative directly, d(d_ij)/d(x_i) = (x_i - y_j) / d_ij, and takes the
+minimum-norm subgradient, 0, where d_ij == 0.
+
+To adapt: replace _distances and the rule, keep the public wrapper's checks.
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def pairwise_distances(x, y):
+    """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
+
+    Differentiable everywhere: where rows coincide the gradient is 0, not NaN.
+    Squared differences must stay finite in the input dtype (|x - y| below about
+    1e19 in float32). Use jax.vmap for batches of point sets.
+    """
+    x, y = _checked(x, y)
+    return _pairwise_distances(x, y)
+
+
+def _checked(x, y):
+    """Validate and promote in plain Python, outside the custom rule.
+
+    The rule's cotangents must match its inputs' dtypes exactly, so mixed
+    precision is resolved here, where JAX differentiates the cast for us.
+    """
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    for name, a in (("x", x), ("y", y)):
+        if a.ndim != 2:
+            raise ValueError(
+                f"pairwise_distances: {name} must be 2-D (points, features), got shape "
+                f"{a.shape}; use jax.vmap over extra leading axes"
+            )
+        if not jnp.issubdtype(a.dtype, jnp.floating):
+            raise TypeError(
+                f"pairwise_distances: {name} must be a real floating-point array, got "
+                f"{a.dtype}; cast it, e.g. {name}.astype(jnp.float32)"
+            )
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(
+            "pairwise_distances: x and y need the same number of features, got "
+            f"x.shape={x.shape} and y.shape={y.shape}"
+        )
+    dtype = jnp.result_type(x, y)
+    return x.astype(dtype), y.astype(dtype)
+
+
+def _distances(x, y):
+    diff = x[:, None, :] - y[None, :, :]
+    return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+
+
+def _inverse_or_zero(d):
+    """1 / d, and 0 where d == 0 (the subgradient choice).
+
+    The inner where keeps the division finite, so that differentiating this
+    expression again (grad of grad) does not produce NaN either. Testing d == 0
+    rather than d > 0 lets a NaN distance stay NaN instead of silently
+    becoming a zero gradient.
+    """
+    coincident = d == 0
+    return jnp.where(coincident, 0, 1 / jnp.where(coincident, 1, d))
+{% if cookiecutter.rule == "vjp" %}
+
+@jax.custom_vjp
+def _pairwise_distances(x, y):
+    return _distances(x, y)
+
+
+def _fwd(x, y):
+    d = _distances(x, y)
+    # Residuals are the inputs and the (n, m) distances. The (n, m, k)
+    # differences are cheap to recompute in _bwd, so they are not saved.
+    return d, (x, y, d)
+
+
+def _bwd(residuals, cotangent):
+    x, y, d = residuals
+    weight = cotangent * _inverse_or_zero(d)  # (n, m)
+    # sum_j w_ij (x_i - y_j) for x and -sum_i w_ij (x_i - y_j) for y. Written
+    # with the differences, not as x * sum(w) - w @ y, because that matmul form
+    # cancels catastrophically for nearby points.
+    weighted = weight[:, :, None] * (x[:, None, :] - y[None, :, :])
+    # One cotangent per primal input, same shapes and dtypes.
+    return jnp.sum(weighted, axis=1), -jnp.sum(weighted, axis=0)
+
+
+_pairwise_distances.defvjp(_fwd, _bwd)
+{% else %}
+
+@jax.custom_jvp
+def _pairwise_distances(x, y):
+    return _distances(x, y)
+
+
+@_pairwise_distances.defjvp
+def _jvp(primals, tangents):
+    x, y = primals
+    # Tangents of inputs that are not differentiated arrive as zeros (this rule
+    # does not opt into symbolic_zeros), so both can be used unconditionally.
+    x_dot, y_dot = tangents
+    diff = x[:, None, :] - y[None, :, :]
+    d = jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+    diff_dot = x_dot[:, None, :] - y_dot[None, :, :]
+    # The output tangent must be linear in the tangents: JAX transposes this
+    # expression to get reverse mode, so no separate VJP is needed.
+    d_dot = jnp.sum(diff * diff_dot, axis=-1) * _inverse_or_zero(d)
+    return d, d_dot
+{% endif -%}

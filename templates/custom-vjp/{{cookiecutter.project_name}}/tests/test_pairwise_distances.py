@@ -1,0 +1,206 @@
+"""The custom rule against the plain-JAX reference (and float64 NumPy where
+the reference is undefined): values, gradients, transforms, edge cases."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+from oracle import assert_close, distances_f64, distances_vjp_f64, rtol_for, shape_id
+from {{ cookiecutter.package_name }} import pairwise_distances, pairwise_distances_reference
+
+# (n, m, features): size-1 axes, a long axis, many features.
+SHAPES = [(1, 1, 1), (1, 7, 3), (6, 1, 2), (5, 4, 1), (33, 17, 8), (2048, 3, 2), (16, 16, 512)]
+DTYPES = ["float32", "float64", "bfloat16"]
+
+
+def points(rng, n, k, dtype, scale=1.0):
+    return jnp.asarray(scale * rng.standard_normal((n, k)), dtype=dtype)
+
+
+def weighted_sum(f):
+    """A scalar loss whose gradient is the VJP of f with a random cotangent."""
+
+    def loss(x, y, cotangent):
+        return jnp.sum(cotangent * f(x, y))
+
+    return loss
+
+
+# --- values ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_values_match_reference(rng, shape, dtype):
+    n, m, k = shape
+    x, y = points(rng, n, k, dtype), points(rng, m, k, dtype)
+    assert_close(pairwise_distances(x, y), pairwise_distances_reference(x, y), rtol_for(dtype))
+
+
+@pytest.mark.parametrize("scale", [1e-15, 1e-6, 1e6, 1e15])
+def test_extreme_magnitudes_float32(rng, scale):
+    # Squares of 1e15-sized differences still fit in float32; compare with
+    # float64 NumPy directly, since that is what "right" means here.
+    x, y = points(rng, 9, 4, "float32", scale), points(rng, 7, 4, "float32", scale)
+    assert_close(pairwise_distances(x, y), distances_f64(x, y), rtol_for("float32"))
+
+
+def test_zero_size_inputs():
+    x, y = jnp.zeros((0, 3)), jnp.ones((4, 3))
+    assert pairwise_distances(x, y).shape == (0, 4)
+    gx, gy = jax.grad(lambda x, y: pairwise_distances(x, y).sum(), argnums=(0, 1))(x, y)
+    assert gx.shape == (0, 3)
+    assert_close(gy, np.zeros((4, 3)), rtol_for("float32"))
+    # Zero features: every distance is 0.
+    assert_close(pairwise_distances(jnp.zeros((2, 0)), jnp.zeros((3, 0))), np.zeros((2, 3)), 0)
+
+
+def test_mixed_dtypes_promote_and_gradients_keep_input_dtypes(rng):
+    x, y = points(rng, 4, 3, "float32"), points(rng, 5, 3, "float64")
+    assert pairwise_distances(x, y).dtype == jnp.float64
+    gx, gy = jax.grad(lambda x, y: pairwise_distances(x, y).sum(), argnums=(0, 1))(x, y)
+    assert (gx.dtype, gy.dtype) == (jnp.float32, jnp.float64)
+
+
+# --- gradients --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_gradients_match_reference(rng, shape, dtype):
+    # Random points never coincide, so the reference's autodiff is defined here.
+    n, m, k = shape
+    x, y = points(rng, n, k, dtype), points(rng, m, k, dtype)
+    cotangent = jnp.asarray(rng.standard_normal((n, m)), dtype)
+    grad = jax.grad(weighted_sum(pairwise_distances), argnums=(0, 1))
+    grad_reference = jax.grad(weighted_sum(pairwise_distances_reference), argnums=(0, 1))
+    for got, want in zip(grad(x, y, cotangent), grad_reference(x, y, cotangent), strict=True):
+        assert_close(got, want, 10 * rtol_for(dtype))
+
+
+def test_check_grads(rng):
+    x, y = points(rng, 5, 3, "float64"), points(rng, 4, 3, "float64")
+{%- if cookiecutter.rule == "vjp" %}
+    # custom_vjp supports reverse mode only, to any order.
+    check_grads(pairwise_distances, (x, y), order=2, modes=["rev"])
+{%- else %}
+    # custom_jvp supports forward mode and, by transposition, reverse mode.
+    check_grads(pairwise_distances, (x, y), order=2, modes=["fwd", "rev"])
+{%- endif %}
+
+
+# --- the reason for the custom rule -----------------------------------------
+
+
+def test_plain_autodiff_is_nan_where_points_coincide(rng):
+    x = points(rng, 6, 3, "float32")
+    grad_reference = jax.grad(lambda x: pairwise_distances_reference(x, x).sum())(x)
+    assert np.isnan(grad_reference).all(), "the naive formula's gradient should be NaN here"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_custom_rule_is_right_where_points_coincide(rng, dtype):
+    # Self-distances (zero diagonal) plus a duplicated point in y.
+    x = points(rng, 6, 3, dtype)
+    y = jnp.concatenate([x, x[:2]])
+    cotangent = jnp.asarray(rng.standard_normal((6, 8)), dtype)
+    got = jax.grad(weighted_sum(pairwise_distances), argnums=(0, 1))(x, y, cotangent)
+    want = distances_vjp_f64(x, y, cotangent)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, 10 * rtol_for(dtype))
+
+
+def test_energy_minimisation_step_stays_finite(rng):
+    # A typical use: a soft repulsion energy over all pairs of one point set.
+    def energy(x):
+        return jnp.sum(jnp.exp(-pairwise_distances(x, x)))
+
+    x = points(rng, 32, 2, "float32")
+    for _ in range(3):
+        x = x - 0.1 * jax.jit(jax.grad(energy))(x)
+    assert np.isfinite(x).all()
+    assert_close(jax.grad(energy)(x), _energy_grad_f64(x), 10 * rtol_for("float32"))
+
+
+def _energy_grad_f64(x):
+    d = distances_f64(x, x)
+    return distances_vjp_f64(x, x, -np.exp(-d))[0] * 2  # x appears as both x and y
+
+
+# --- transforms ---------------------------------------------------------------
+
+
+def test_jit_matches_eager(rng):
+    x, y = points(rng, 7, 3, "float32"), points(rng, 5, 3, "float32")
+    assert_close(jax.jit(pairwise_distances)(x, y), pairwise_distances(x, y), rtol_for("float32"))
+
+
+def test_jit_grad_matches_reference(rng):
+    x, y = points(rng, 7, 3, "float64"), points(rng, 5, 3, "float64")
+    cotangent = jnp.asarray(rng.standard_normal((7, 5)))
+    got = jax.jit(jax.grad(weighted_sum(pairwise_distances)))(x, y, cotangent)
+    want = jax.grad(weighted_sum(pairwise_distances_reference))(x, y, cotangent)
+    assert_close(got, want, 10 * rtol_for("float64"))
+
+
+def test_vmap_over_point_sets(rng):
+    xs = jnp.asarray(rng.standard_normal((4, 6, 3)), jnp.float32)
+    ys = jnp.asarray(rng.standard_normal((4, 5, 3)), jnp.float32)
+    want = jnp.stack([pairwise_distances_reference(a, b) for a, b in zip(xs, ys, strict=True)])
+    assert_close(jax.vmap(pairwise_distances)(xs, ys), want, rtol_for("float32"))
+
+
+def test_vmap_grad_with_coincident_points(rng):
+    xs = jnp.asarray(rng.standard_normal((3, 5, 2)))
+
+    def self_energy(x):
+        return jnp.sum(pairwise_distances(x, x))
+
+    got = jax.vmap(jax.grad(self_energy))(xs)
+    want = np.stack([2 * distances_vjp_f64(x, x, np.ones((5, 5)))[0] for x in xs])
+    assert_close(got, want, 10 * rtol_for("float64"))
+{% if cookiecutter.rule == "vjp" %}
+
+def test_forward_mode_is_unavailable(rng):
+    # custom_vjp defines reverse mode only: jvp, jacfwd and check_grads(modes=
+    # ["fwd"]) raise. Choose rule=jvp if you need forward mode.
+    x, y = points(rng, 3, 2, "float32"), points(rng, 4, 2, "float32")
+    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+        jax.jvp(pairwise_distances, (x, y), (x, y))
+{% else %}
+
+def test_forward_mode_matches_reference(rng):
+    x, y = points(rng, 3, 2, "float64"), points(rng, 4, 2, "float64")
+    x_dot, y_dot = points(rng, 3, 2, "float64"), points(rng, 4, 2, "float64")
+    _, got = jax.jvp(pairwise_distances, (x, y), (x_dot, y_dot))
+    _, want = jax.jvp(pairwise_distances_reference, (x, y), (x_dot, y_dot))
+    assert_close(got, want, 10 * rtol_for("float64"))
+    assert_close(jax.jacfwd(pairwise_distances)(x, y), jax.jacrev(pairwise_distances)(x, y), 1e-12)
+{% endif %}
+
+# --- bad input ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "error", "message"),
+    [
+        (np.ones(3), np.ones((2, 3)), ValueError, "x must be 2-D"),
+        (np.ones((2, 3)), np.ones((1, 2, 3)), ValueError, "y must be 2-D"),
+        (np.ones((2, 3)), np.ones((2, 4)), ValueError, "same number of features"),
+        (np.ones((2, 3), np.int32), np.ones((2, 3)), TypeError, "x must be a real floating"),
+        (np.ones((2, 3)), np.ones((2, 3), np.complex64), TypeError, "y must be a real floating"),
+    ],
+)
+def test_bad_input_raises_clear_error(x, y, error, message):
+    with pytest.raises(error, match=message):
+        pairwise_distances(x, y)
+
+
+def test_nan_input_gives_nan_not_a_silent_zero():
+    x = jnp.array([[0.0, jnp.nan], [1.0, 2.0]])
+    y = jnp.array([[0.0, 1.0]])
+    assert np.isnan(pairwise_distances(x, y)[0]).all()
+    grad = jax.grad(lambda x: pairwise_distances(x, y).sum())(x)
+    assert np.isnan(grad[0]).all() and np.isfinite(grad[1]).all()
