@@ -1,0 +1,48 @@
+# Sourced by scripts/demo and scripts/test: find Python >= 3.12 and make sure
+# .venv holds the kit, installed from this checkout with its test extras.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+
+ok_python() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
+
+find_python() {
+    local candidate
+    # An explicit choice wins; then what is on PATH (pyenv shims for versions
+    # that are not selected fail the check and are skipped); then pyenv's own.
+    for candidate in "${PYTHON:-}" python3.12 python3.13 python3.14 python3; do
+        if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 && ok_python "$candidate"; then
+            command -v "$candidate"
+            return
+        fi
+    done
+    if command -v pyenv >/dev/null 2>&1; then
+        for candidate in "$(pyenv root)"/versions/3.1[2-9]*/bin/python3; do
+            if [ -x "$candidate" ] && ok_python "$candidate"; then
+                echo "$candidate"
+                return
+            fi
+        done
+    fi
+    echo "error: jax-ladder needs Python >= 3.12 (JAX >= 0.11 requires it), and none was found." >&2
+    echo "Install Python 3.12 or newer, or set PYTHON=/path/to/python3.12." >&2
+    exit 1
+}
+
+if [ ! -x "$VENV/bin/python" ] || ! ok_python "$VENV/bin/python"; then
+    PY="$(find_python)"
+    echo "==> creating $VENV with $PY ($("$PY" --version))"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>/dev/null
+fi
+
+# Reinstall the kit on every run (a few seconds) so tests always see this
+# checkout, installed the way users get it: templates inside the package.
+echo "==> installing jax-ladder from $ROOT into $VENV"
+pip_install() {
+    # Drop pip's warnings about index locations configured on some machines.
+    "$VENV/bin/python" -m pip install --quiet "$@" 2> >(grep -v "is neither a file nor a directory" >&2)
+}
+pip_install "scikit-build-core>=0.10"
+pip_install --no-build-isolation "$ROOT[test]"

@@ -1,0 +1,42 @@
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jax_ladder.options import load_options
+from jax_ladder.rungs import available, template_dir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def option_combinations(rung):
+    """Every combination of a template's choice options (names left at defaults)."""
+    options = load_options(template_dir(rung))
+    choices = {key: o.choices for key, o in options.items() if o.choices}
+    for values in itertools.product(*choices.values()):
+        yield dict(zip(choices, values, strict=True))
+
+
+def combination_id(rung, combo):
+    return "-".join([rung.name, *(f"{k}={v}" for k, v in combo.items())])
+
+
+ALL_COMBINATIONS = [
+    pytest.param((rung, combo), id=combination_id(rung, combo))
+    for rung in available()
+    for combo in option_combinations(rung)
+]
+
+
+def run_cli(*args, cwd, stdin=subprocess.DEVNULL):
+    """Run the installed `jax-ladder` as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "jax_ladder", *args],
+        cwd=cwd, stdin=stdin, capture_output=True, text=True, timeout=600,
+    )
+
+
+def files_under(path: Path):
+    return sorted(p.relative_to(path) for p in path.rglob("*"))

@@ -1,0 +1,106 @@
+"""The CLI as a user meets it: list, new (good and bad input), prompts."""
+
+import pytest
+from conftest import files_under, run_cli
+
+from jax_ladder import cli
+from jax_ladder.options import load_options
+from jax_ladder.rungs import LADDER, by_name, template_dir
+
+
+def test_list_shows_all_nine_rungs_and_marks_templates(tmp_path):
+    result = run_cli("list", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for rung in LADDER:
+        assert f"{rung.step}. {rung.name}" in result.stdout
+        if rung.template:
+            assert f"* {rung.step}. {rung.name}" in result.stdout
+            assert f"jax-ladder new {rung.name}" in result.stdout
+    assert len(LADDER) == 9
+
+
+def test_templates_are_inside_the_installed_package():
+    # The kit's tests run against the installed wheel, not the source tree.
+    path = template_dir(by_name("custom-vjp"))
+    assert "site-packages" in str(path), path
+    assert (path / "cookiecutter.json").is_file()
+
+
+def test_new_with_defaults_prints_next_steps(tmp_path):
+    result = run_cli("new", "custom-vjp", "--no-input", "--output-dir", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "safe-distances"
+    assert (project / "src" / "safe_distances" / "pairwise_distances.py").is_file()
+    for step in (f"cd {project}", "pip install -e '.[test]'", "pytest", "benchmarks/bench.py"):
+        assert step in result.stdout
+
+
+def test_new_without_a_terminal_takes_defaults(tmp_path):
+    result = run_cli("new", "custom-vjp", "--name", "my-op", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "my-op" / "src" / "my_op" / "reference.py").is_file()
+
+
+def test_prompt_repeats_until_the_answer_is_valid(monkeypatch, capsys):
+    option = load_options(template_dir(by_name("custom-vjp")))["rule"]
+    answers = iter(["forward", "jvp"])
+    monkeypatch.setattr("builtins.input", lambda _: next(answers))
+    assert cli._ask(option, "vjp") == "jvp"
+    assert "use one of: vjp, jvp" in capsys.readouterr().out
+
+
+BAD_INPUT = [
+    (["new", "nope"], "unknown rung 'nope'"),
+    (["new", "ffi"], "no template for 'ffi' yet"),
+    (["new", "custom-vjp", "--name", "1st-op"], "project name '1st-op' is invalid"),
+    (["new", "custom-vjp", "--name", "my op"], "project name 'my op' is invalid"),
+    (["new", "custom-vjp", "--name", "class"], "'class' is a Python keyword"),
+    (["new", "custom-vjp", "--name", "jax"], "would shadow the module 'jax'"),
+    (["new", "custom-vjp", "--name", "numpy"], "would shadow the module 'numpy'"),
+    (["new", "custom-vjp", "--name", "json"], "would shadow the module 'json'"),
+    (["new", "custom-vjp", "--set", "package_name=my-pkg"], "'my-pkg' is not a Python identifier"),
+    (["new", "custom-vjp", "--set", "colour=red"], "unknown option 'colour'"),
+    (["new", "custom-vjp", "--set", "rule=backward"], "use one of: vjp, jvp"),
+    (["new", "custom-vjp", "--set", "rule"], "--set expects KEY=VALUE"),
+    (["new", "custom-vjp", "--bogus"], "unrecognized arguments: --bogus"),
+    (["new"], "the following arguments are required: rung"),
+    (["fly"], "invalid choice: 'fly'"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=lambda a: " ".join(a))
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, message):
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert message in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jax-ladder: error: "), result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert files_under(tmp_path) == []
+
+
+def test_existing_target_is_not_touched(tmp_path):
+    existing = tmp_path / "safe-distances"
+    existing.mkdir()
+    (existing / "mine.txt").write_text("keep me")
+    result = run_cli("new", "custom-vjp", "--no-input", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "already exists" in result.stderr and "--output-dir" in result.stderr
+    assert files_under(tmp_path) == [existing.relative_to(tmp_path),
+                                     (existing / "mine.txt").relative_to(tmp_path)]
+    assert (existing / "mine.txt").read_text() == "keep me"
+
+
+def test_output_dir_that_is_a_file_is_rejected(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = run_cli("new", "custom-vjp", "--no-input", "--output-dir", "file", cwd=tmp_path)
+    assert result.returncode == 2 and "is a file" in result.stderr
+    assert files_under(tmp_path) == [tmp_path.joinpath("file").relative_to(tmp_path)]
+
+
+def test_demo_runs_every_rung_and_prints_a_table(tmp_path):
+    result = run_cli("demo", "--output-dir", str(tmp_path / "demo"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "running tests" in result.stdout  # progress
+    row = next(line for line in result.stdout.splitlines() if line.startswith("custom-vjp "))
+    assert " ok " in row and "% of tol" in row, row

@@ -1,0 +1,84 @@
+"""Bake every option combination of every template and hold the result to the
+bar: lint-clean, no Jinja left, its own tests pass against its oracle.
+
+Baked projects run in this (shared) environment with src/ on the path;
+test_fresh_env.py installs one into a new environment instead.
+"""
+
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ALL_COMBINATIONS, REPO, files_under
+
+from jax_ladder.rungs import available
+from jax_ladder.runner import run_project_tests
+from jax_ladder.scaffold import scaffold
+
+# Jinja left in output: {% ... %}, {# ... #}, or {{ ... }} that is not a
+# GitHub Actions expression ${{ ... }}.
+JINJA = re.compile(r"\{%|%\}|\{#|#\}|(?<!\$)\{\{|cookiecutter\.")
+
+
+@pytest.fixture(scope="module", params=ALL_COMBINATIONS)
+def baked(request, tmp_path_factory):
+    rung, combo = request.param
+    out = tmp_path_factory.mktemp(rung.name)
+    return scaffold(rung, out, combo)
+
+
+def test_no_jinja_left_in_generated_files(baked):
+    # Runs first for each baked project, before its tests write caches.
+    for relative in files_under(baked):
+        if "__pycache__" in relative.parts:
+            continue
+        assert not JINJA.search(str(relative)), relative
+        path = baked / relative
+        if path.is_file():
+            text = path.read_text()
+            match = JINJA.search(text)
+            assert match is None, f"{relative}: {text[max(0, match.start() - 60):match.end() + 60]!r}"
+
+
+def test_baked_project_passes_its_own_tests(baked):
+    run = run_project_tests(baked)
+    assert run.ok, run.output[-5000:]
+    assert run.worst_error is not None, "the project's tests did not report their oracle error"
+    assert run.worst_fraction <= 100
+
+
+def test_baked_project_is_lint_clean(baked):
+    for args in (["check", "."], ["format", "--check", "."]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=baked,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_baked_project_has_the_promised_layout(baked):
+    for required in ("README.md", "pyproject.toml", ".github/workflows/ci.yml",
+                     ".pre-commit-config.yaml", "benchmarks/bench.py", "tests"):
+        assert (baked / required).exists(), required
+    package = next((baked / "src").iterdir())
+    assert (package / "reference.py").is_file()
+
+
+@pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
+def test_plain_cookiecutter_from_a_clone(tmp_path, rung):
+    result = subprocess.run(
+        [sys.executable, "-m", "cookiecutter", str(REPO), "--directory", f"templates/{rung.template}",
+         "--no-input", "--output-dir", str(tmp_path)],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_plain_cookiecutter_hook_rejects_a_bad_package_name(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "cookiecutter", str(REPO), "--directory", "templates/custom-vjp",
+         "--no-input", "--output-dir", str(tmp_path), "package_name=json"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode != 0
+    assert "not a usable Python package name" in result.stdout + result.stderr
