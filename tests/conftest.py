@@ -34,7 +34,11 @@ def run_cli(*args, cwd, stdin=subprocess.DEVNULL):
     """Run the installed `jax-ladder` as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "jax_ladder", *args],
-        cwd=cwd, stdin=stdin, capture_output=True, text=True, timeout=600,
+        cwd=cwd,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

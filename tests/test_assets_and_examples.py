@@ -14,8 +14,9 @@ EXAMPLES = sorted(p for p in (REPO / "examples").iterdir() if p.is_dir())
 
 
 def run(*args, cwd=REPO):
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900
+    )
 
 
 @pytest.mark.parametrize("asset", ASSETS, ids=lambda p: p.name)

@@ -86,8 +86,10 @@ def test_existing_target_is_not_touched(tmp_path):
     result = run_cli("new", "custom-vjp", "--no-input", cwd=tmp_path)
     assert result.returncode == 2
     assert "already exists" in result.stderr and "--output-dir" in result.stderr
-    assert files_under(tmp_path) == [existing.relative_to(tmp_path),
-                                     (existing / "mine.txt").relative_to(tmp_path)]
+    assert files_under(tmp_path) == [
+        existing.relative_to(tmp_path),
+        (existing / "mine.txt").relative_to(tmp_path),
+    ]
     assert (existing / "mine.txt").read_text() == "keep me"
 
 

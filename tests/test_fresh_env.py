@@ -23,14 +23,18 @@ def test_generated_project_installs_and_passes_in_a_fresh_venv(tmp_path, rung_na
     python = str(env_dir / "bin" / "python")
 
     def run(*args):
-        result = subprocess.run([python, *args], cwd=project, capture_output=True, text=True,
-                                timeout=1200)
+        result = subprocess.run(
+            [python, *args], cwd=project, capture_output=True, text=True, timeout=1200
+        )
         assert result.returncode == 0, f"{args}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         return result
 
     run("-m", "pip", "install", "--quiet", "-e", ".[test]")
     # Nothing of the kit leaks in: the project must stand alone.
-    run("-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('jax_ladder') is not None)")
+    run(
+        "-c",
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('jax_ladder') is not None)",
+    )
     result = run("-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert " passed" in result.stdout
     run("benchmarks/bench.py", "--quick")

@@ -38,7 +38,9 @@ def test_no_jinja_left_in_generated_files(baked):
         if path.is_file():
             text = path.read_text()
             match = JINJA.search(text)
-            assert match is None, f"{relative}: {text[max(0, match.start() - 60):match.end() + 60]!r}"
+            assert match is None, (
+                f"{relative}: {text[max(0, match.start() - 60) : match.end() + 60]!r}"
+            )
 
 
 def test_baked_project_passes_its_own_tests(baked):
@@ -50,14 +52,21 @@ def test_baked_project_passes_its_own_tests(baked):
 
 def test_baked_project_is_lint_clean(baked):
     for args in (["check", "."], ["format", "--check", "."]):
-        result = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=baked,
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=baked, capture_output=True, text=True
+        )
         assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_baked_project_has_the_promised_layout(baked):
-    for required in ("README.md", "pyproject.toml", ".github/workflows/ci.yml",
-                     ".pre-commit-config.yaml", "benchmarks/bench.py", "tests"):
+    for required in (
+        "README.md",
+        "pyproject.toml",
+        ".github/workflows/ci.yml",
+        ".pre-commit-config.yaml",
+        "benchmarks/bench.py",
+        "tests",
+    ):
         assert (baked / required).exists(), required
     package = next((baked / "src").iterdir())
     assert (package / "reference.py").is_file()
@@ -66,9 +75,19 @@ def test_baked_project_has_the_promised_layout(baked):
 @pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
 def test_plain_cookiecutter_from_a_clone(tmp_path, rung):
     result = subprocess.run(
-        [sys.executable, "-m", "cookiecutter", str(REPO), "--directory", f"templates/{rung.template}",
-         "--no-input", "--output-dir", str(tmp_path)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "cookiecutter",
+            str(REPO),
+            "--directory",
+            f"templates/{rung.template}",
+            "--no-input",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     assert len(list(tmp_path.iterdir())) == 1
@@ -76,9 +95,20 @@ def test_plain_cookiecutter_from_a_clone(tmp_path, rung):
 
 def test_plain_cookiecutter_hook_rejects_a_bad_package_name(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "cookiecutter", str(REPO), "--directory", "templates/custom-vjp",
-         "--no-input", "--output-dir", str(tmp_path), "package_name=json"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "cookiecutter",
+            str(REPO),
+            "--directory",
+            "templates/custom-vjp",
+            "--no-input",
+            "--output-dir",
+            str(tmp_path),
+            "package_name=json",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode != 0
     assert "not a usable Python package name" in result.stdout + result.stderr

@@ -18,7 +18,7 @@ from jax_ladder.scaffold import scaffold
 class _Parser(argparse.ArgumentParser):
     """argparse, but errors are one line with a hint, exit status 2."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
@@ -34,12 +34,18 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--name", help="project name (the package name is derived from it)")
     new.add_argument("--output-dir", type=Path, default=Path("."), help="where to create it")
     new.add_argument("--no-input", action="store_true", help="take defaults, ask nothing")
-    new.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="set a template option (repeatable)")
+    new.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a template option (repeatable)",
+    )
 
     demo = sub.add_parser("demo", help="scaffold every rung with defaults and run its tests")
-    demo.add_argument("--output-dir", type=Path,
-                      help="where to scaffold (default: a fresh temporary directory)")
+    demo.add_argument(
+        "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
+    )
     demo.add_argument("-v", "--verbose", action="store_true", help="show the tests' output")
     return p
 
@@ -73,8 +79,10 @@ def _rung_or_error(name: str) -> Rung:
     if rung is None:
         raise UsageError(f"unknown rung {name!r}; choose one of: {names}")
     if not rung.template:
-        raise UsageError(f"the kit has no template for {name!r} yet ({rung.instead}); "
-                         f"templates exist for: {names}")
+        raise UsageError(
+            f"the kit has no template for {name!r} yet ({rung.instead}); "
+            f"templates exist for: {names}"
+        )
     return rung
 
 
@@ -83,9 +91,11 @@ def _ask(option: Option, default: object) -> object:
     hint = f" [{'/'.join(option.choices)}]" if option.choices else ""
     while True:
         try:
-            text = input(f"{option.key}{hint} ({default}): ").strip()
+            text = input(f"{option.prompt}{hint} ({default}): ").strip()
         except EOFError:
-            raise UsageError("no answer on standard input; pass --no-input to take defaults")
+            raise UsageError(
+                "no answer on standard input; pass --no-input to take defaults"
+            ) from None
         if not text:
             return default
         try:
@@ -132,7 +142,10 @@ def cmd_demo(args) -> int:
 
 
 def _print_table(rows) -> None:
-    header = f"{'rung':<20} {'result':<7} {'passed':>6} {'failed':>6} {'worst oracle error':>26} {'seconds':>8}"
+    header = (
+        f"{'rung':<20} {'result':<7} {'passed':>6} {'failed':>6} "
+        f"{'worst oracle error':>26} {'seconds':>8}"
+    )
     print("\n" + header + "\n" + "-" * len(header))
     for rung, run, seconds in rows:
         if run.worst_error is None:
@@ -140,4 +153,6 @@ def _print_table(rows) -> None:
         else:
             err = f"{run.worst_error:.2e} ({run.worst_fraction:.0f}% of tol)"
         result = "ok" if run.ok else "FAILED"
-        print(f"{rung.name:<20} {result:<7} {run.passed:>6} {run.failed:>6} {err:>26} {seconds:>8.1f}")
+        print(
+            f"{rung.name:<20} {result:<7} {run.passed:>6} {run.failed:>6} {err:>26} {seconds:>8.1f}"
+        )

@@ -28,6 +28,7 @@ class Option:
     default: object  # str, bool, or the first choice
     choices: tuple[str, ...] = ()
     derived: bool = False  # default is a Jinja expression of other options
+    prompt: str = ""  # the question, from cookiecutter.json's __prompts__
 
     @property
     def kind(self) -> str:
@@ -45,14 +46,17 @@ class Option:
 
 def load_options(template: Path) -> dict[str, Option]:
     raw = json.loads((template / "cookiecutter.json").read_text())
+    prompts = raw.get("__prompts__", {})
     options = {}
     for key, value in raw.items():
         if key.startswith("_"):
             continue
+        prompt = prompts.get(key, key)
         if isinstance(value, list):
-            options[key] = Option(key, value[0], tuple(str(v) for v in value))
+            options[key] = Option(key, value[0], tuple(str(v) for v in value), prompt=prompt)
         else:
-            options[key] = Option(key, value, derived=isinstance(value, str) and "{{" in value)
+            derived = isinstance(value, str) and "{{" in value
+            options[key] = Option(key, value, derived=derived, prompt=prompt)
     return options
 
 
@@ -70,6 +74,10 @@ def parse_value(option: Option, text: str) -> object:
         if text.lower() in FALSE:
             return False
         raise UsageError(f"{option.key}={text!r} is not a boolean; use true or false")
+    if option.key == "project_name":
+        check_project_name(text)
+    elif option.key == "package_name":
+        check_package_name(text)
     return text
 
 

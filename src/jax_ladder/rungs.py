@@ -18,24 +18,52 @@ class Rung:
 
 
 LADDER: tuple[Rung, ...] = (
-    Rung(1, "plain-jax", "jit, grad, vmap and jnp: try this first",
-         instead="jax.jit / jax.grad / jax.vmap"),
-    Rung(2, "transforms", "control flow and other transforms",
-         instead="lax.scan / lax.cond / lax.while_loop / jax.lax.map"),
-    Rung(3, "memory-and-sharding", "rematerialise, donate buffers, shard across devices",
-         instead="jax.checkpoint / donate_argnums / jax.sharding + shard_map"),
-    Rung(4, "custom-vjp", "custom derivatives: fix unstable or wasteful autodiff",
-         template="custom-vjp"),
-    Rung(5, "export", "serialize a computation for another process or machine (AOT)",
-         instead="jax.export (template planned)"),
-    Rung(6, "custom-partitioning", "teach the partitioner how an op shards",
-         instead="jax.experimental.custom_partitioning (template planned)"),
-    Rung(7, "pallas", "write a TPU/GPU kernel",
-         instead="jax.experimental.pallas (template planned)"),
-    Rung(8, "ffi", "call C++/CUDA through the XLA FFI",
-         instead="jax.ffi (template planned)"),
-    Rung(9, "internals", "new primitives and JAX internals",
-         instead="read jax/_src; jax.extend (no template)"),
+    Rung(
+        1,
+        "plain-jax",
+        "jit, grad, vmap and jnp: try this first",
+        instead="jax.jit / jax.grad / jax.vmap",
+    ),
+    Rung(
+        2,
+        "transforms",
+        "control flow and other transforms",
+        instead="lax.scan / lax.cond / lax.while_loop / jax.lax.map",
+    ),
+    Rung(
+        3,
+        "memory-and-sharding",
+        "rematerialise, donate buffers, shard across devices",
+        instead="jax.checkpoint / donate_argnums / jax.sharding + shard_map",
+    ),
+    Rung(
+        4,
+        "custom-vjp",
+        "custom derivatives: fix unstable or wasteful autodiff",
+        template="custom-vjp",
+    ),
+    Rung(
+        5,
+        "export",
+        "serialize a computation for another process or machine (AOT)",
+        instead="jax.export (template planned)",
+    ),
+    Rung(
+        6,
+        "custom-partitioning",
+        "teach the partitioner how an op shards",
+        instead="jax.experimental.custom_partitioning (template planned)",
+    ),
+    Rung(
+        7, "pallas", "write a TPU/GPU kernel", instead="jax.experimental.pallas (template planned)"
+    ),
+    Rung(8, "ffi", "call C++/CUDA through the XLA FFI", instead="jax.ffi (template planned)"),
+    Rung(
+        9,
+        "internals",
+        "new primitives and JAX internals",
+        instead="read jax/_src; jax.extend (no template)",
+    ),
 )
 
 

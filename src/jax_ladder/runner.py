@@ -41,11 +41,20 @@ def run_project_tests(project: Path, echo=None, extra_args: tuple[str, ...] = ()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project / "src"), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               f"--junitxml={junit}", *extra_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            *extra_args,
+        ]
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=project, env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=project, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         lines = []
         for line in proc.stdout:
             lines.append(line)
@@ -57,10 +66,14 @@ def run_project_tests(project: Path, echo=None, extra_args: tuple[str, ...] = ()
     output = "".join(lines)
     match = ORACLE_LINE.search(output)
     return TestRun(
-        passed=counts["passed"], failed=counts["failed"], skipped=counts["skipped"],
+        passed=counts["passed"],
+        failed=counts["failed"],
+        skipped=counts["skipped"],
         worst_error=float(match.group(1)) if match else None,
         worst_fraction=float(match.group(2)) if match else None,
-        seconds=seconds, returncode=returncode, output=output,
+        seconds=seconds,
+        returncode=returncode,
+        output=output,
     )
 
 

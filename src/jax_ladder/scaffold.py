@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from cookiecutter.main import cookiecutter
 
@@ -33,7 +33,9 @@ def scaffold(
                 given[key] = prompt(option, option.default)
     context = resolve(options, given)
     if output_dir.exists() and not output_dir.is_dir():
-        raise UsageError(f"output directory {str(output_dir)!r} is a file; pass another --output-dir")
+        raise UsageError(
+            f"output directory {str(output_dir)!r} is a file; pass another --output-dir"
+        )
     target = output_dir / str(context["project_name"])
     if target.exists():
         raise UsageError(
