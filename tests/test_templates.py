@@ -72,43 +72,21 @@ def test_baked_project_has_the_promised_layout(baked):
     assert (package / "reference.py").is_file()
 
 
+def plain_cookiecutter(template, output_dir, *extra):
+    """The cookiecutter CLI on this repository, as a user with a clone runs it."""
+    command = [sys.executable, "-m", "cookiecutter", str(REPO), "--directory", template]
+    command += ["--no-input", "--output-dir", str(output_dir), *extra]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
 def test_plain_cookiecutter_from_a_clone(tmp_path, rung):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cookiecutter",
-            str(REPO),
-            "--directory",
-            f"templates/{rung.template}",
-            "--no-input",
-            "--output-dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    result = plain_cookiecutter(f"templates/{rung.template}", tmp_path)
     assert result.returncode == 0, result.stderr
     assert len(list(tmp_path.iterdir())) == 1
 
 
 def test_plain_cookiecutter_hook_rejects_a_bad_package_name(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cookiecutter",
-            str(REPO),
-            "--directory",
-            "templates/custom-vjp",
-            "--no-input",
-            "--output-dir",
-            str(tmp_path),
-            "package_name=json",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    result = plain_cookiecutter("templates/custom-vjp", tmp_path, "package_name=json")
     assert result.returncode != 0
     assert "not a usable Python package name" in result.stdout + result.stderr
