@@ -12,9 +12,8 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-
 from deq import DEQParams, cell
+from jax import lax
 
 __all__ = ["deq_layer_unrolled", "numpy_deq_grads", "numpy_deq_solution"]
 
@@ -27,7 +26,10 @@ def unrolled_fixed_point(f, params, x, z0, num_iter: int):
 def deq_layer_unrolled(params: DEQParams, x, num_iter: int):
     """Same layer as `deq.deq_layer`, solved by `num_iter` unrolled steps per example."""
     z0 = jnp.zeros((x.shape[0], params.W.shape[0]), dtype=x.dtype)
-    solve_one = lambda x_i, z0_i: unrolled_fixed_point(cell, params, x_i, z0_i, num_iter)  # noqa: E731
+
+    def solve_one(x_i, z0_i):
+        return unrolled_fixed_point(cell, params, x_i, z0_i, num_iter)
+
     return jax.vmap(solve_one)(x, z0)
 
 

@@ -1,0 +1,63 @@
+{%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
+"""The model in plain JAX: what gets exported, and the oracle the reloaded
+artifact is checked against (tests/oracle.py checks it against float64 NumPy).
+
+Replace init_params with loading your trained weights and predict with your
+model; keep predict a pure function of (params, inputs).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+FEATURES = 16  # static: part of the artifact's input signature
+HIDDEN = 32
+CLASSES = 4
+{%- if seq %}
+MAX_LEN = 128  # the positional table's length: sequences may not be longer
+{%- endif %}
+
+
+def init_params(seed: int = 0) -> dict[str, jax.Array]:
+    """Deterministic stand-in weights (float32)."""
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape, scale):
+        return jnp.asarray(scale * rng.standard_normal(shape), jnp.float32)
+
+    return {
+        "w_in": normal(FEATURES, HIDDEN, scale=FEATURES**-0.5),
+        "b_in": normal(HIDDEN, scale=0.1),
+{%- if seq %}
+        "position": normal(MAX_LEN, HIDDEN, scale=0.1),
+        "query": normal(HIDDEN, scale=HIDDEN**-0.5),
+{%- endif %}
+        "w_out": normal(HIDDEN, CLASSES, scale=HIDDEN**-0.5),
+        "b_out": normal(CLASSES, scale=0.1),
+    }
+{% if seq %}
+
+def predict(params, x, mask):
+    """Attention-pooling classifier.
+
+    x: (batch, seq, FEATURES) float32; mask: (batch, seq) bool, True for real
+    tokens, with seq <= MAX_LEN. Returns logits (batch, CLASSES). A row whose
+    mask is all False pools nothing: its logits are b_out.
+    """
+    seq = x.shape[1]  # symbolic when exported: jnp code must not branch on it
+    h = jnp.tanh(x @ params["w_in"] + params["b_in"] + params["position"][:seq])
+    scores = jnp.where(mask, h @ params["query"], -jnp.inf)
+    any_token = jnp.any(mask, axis=1, keepdims=True)
+    # Double where: an all-masked row gives softmax(-inf, ...) = NaN; feed it
+    # zeros instead and zero its weights, so its value and gradient stay finite.
+    weights = jax.nn.softmax(jnp.where(any_token, scores, 0.0), axis=1)
+    weights = jnp.where(mask, weights, 0.0)
+    pooled = jnp.einsum("bs,bsh->bh", weights, h)
+    return pooled @ params["w_out"] + params["b_out"]
+{% else %}
+
+def predict(params, x):
+    """Two-layer MLP classifier: x (batch, FEATURES) float32 -> logits (batch, CLASSES)."""
+    h = jnp.tanh(x @ params["w_in"] + params["b_in"])
+    return h @ params["w_out"] + params["b_out"]
+{% endif -%}
