@@ -51,7 +51,7 @@ def test_prompt_repeats_until_the_answer_is_valid(monkeypatch, capsys):
 
 BAD_INPUT = [
     (["new", "nope"], "unknown rung 'nope'"),
-    (["new", "ffi"], "no template for 'ffi' yet"),
+    (["new", "internals"], "no template for 'internals'"),
     (["new", "custom-vjp", "--name", "1st-op"], "project name '1st-op' is invalid"),
     (["new", "custom-vjp", "--name", "my op"], "project name 'my op' is invalid"),
     (["new", "custom-vjp", "--name", "class"], "'class' is a Python keyword"),
@@ -68,7 +68,7 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, message):
     result = run_cli(*args, cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)

@@ -11,7 +11,10 @@ from jax_ladder.rungs import by_name
 from jax_ladder.scaffold import scaffold
 
 # A few representative cases; test_templates.py covers every combination faster.
-FRESH_CASES = [("custom-vjp", {"rule": "vjp"})]
+FRESH_CASES = [
+    ("custom-vjp", {"rule": "vjp"}),
+    ("export", {"platforms": "cpu,cuda,tpu"}),  # also proves flatbuffers is declared
+]
 
 
 @pytest.mark.slow

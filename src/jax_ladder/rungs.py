@@ -46,7 +46,7 @@ LADDER: tuple[Rung, ...] = (
         5,
         "export",
         "serialize a computation for another process or machine (AOT)",
-        instead="jax.export (template planned)",
+        template="export",
     ),
     Rung(
         6,

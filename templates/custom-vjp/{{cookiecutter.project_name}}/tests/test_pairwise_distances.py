@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from oracle import assert_close, distances_f64, distances_vjp_f64, rtol_for, shape_id
 from {{ cookiecutter.package_name }} import pairwise_distances, pairwise_distances_reference
+
+from oracle import assert_close, distances_f64, distances_vjp_f64, rtol_for, shape_id
 
 # (n, m, features): size-1 axes, a long axis, many features.
 SHAPES = [(1, 1, 1), (1, 7, 3), (6, 1, 2), (5, 4, 1), (33, 17, 8), (2048, 3, 2), (16, 16, 512)]

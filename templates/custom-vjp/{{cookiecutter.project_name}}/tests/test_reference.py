@@ -5,8 +5,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from oracle import assert_close, distances_f64, distances_vjp_f64, rtol_for, shape_id
 from {{ cookiecutter.package_name }} import pairwise_distances_reference
+
+from oracle import assert_close, distances_f64, distances_vjp_f64, rtol_for, shape_id
 
 SHAPES = [(1, 1, 1), (3, 5, 2), (33, 17, 8), (4096, 2, 3), (64, 64, 256)]
 

@@ -1,0 +1,97 @@
+{%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
+"""Command line: export the model to a file, or load a file and run it.
+
+python -m {{ cookiecutter.package_name }} export --out artifacts/model.jax
+python -m {{ cookiecutter.package_name }} run artifacts/model.jax --batch 8{% if seq %} --seq 20{% endif %}
+python -m {{ cookiecutter.package_name }} run artifacts/model.jax --inputs in.npz --save out.npz
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden" / "model.jax"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m {{ cookiecutter.package_name }}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    exp = sub.add_parser("export", help="export the model and write NAME and NAME.json")
+    exp.add_argument("--out", type=Path, default=Path("artifacts/model.jax"))
+    exp.add_argument(
+        "--platforms", help="comma-separated, e.g. cpu,cuda,tpu (default: the project's PLATFORMS)"
+    )
+    exp.add_argument(
+        "--golden",
+        action="store_true",
+        help="write the golden artifact, inputs and outputs under tests/golden/",
+    )
+    run = sub.add_parser("run", help="load an artifact in this process and call it")
+    run.add_argument("artifact", type=Path)
+    run.add_argument("--inputs", type=Path, help=".npz with arrays named like the inputs")
+    run.add_argument("--batch", type=int, default=4, help="batch size of random inputs")
+{%- if seq %}
+    run.add_argument("--seq", type=int, default=16, help="sequence length of random inputs")
+{%- endif %}
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--save", type=Path, help="write the outputs to this .npz")
+    args = parser.parse_args(argv)
+    try:
+        return export_command(args) if args.command == "export" else run_command(args)
+    except (ValueError, TypeError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def export_command(args) -> int:
+    from {{ cookiecutter.package_name }} import artifact, reference
+
+    platforms = tuple(args.platforms.split(",")) if args.platforms else artifact.PLATFORMS
+    out = GOLDEN if args.golden else args.out
+    exported = artifact.export_model(platforms=platforms)
+    artifact.save(exported, out)
+    print(f"wrote {out} ({out.stat().st_size} bytes) for {', '.join(platforms)}")
+    if args.golden:
+        inputs = random_inputs(artifact.load(out).metadata, batch=3{% if seq %}, seq=7{% endif %}, seed=1234)
+        outputs = reference.predict(reference.init_params(), *inputs.values())
+        np.savez(out.with_suffix(".io.npz"), **inputs, output=np.asarray(outputs))
+        print(f"wrote {out.with_suffix('.io.npz')} (inputs and expected outputs)")
+    return 0
+
+
+def run_command(args) -> int:
+    from {{ cookiecutter.package_name }} import artifact
+
+    loaded = artifact.load(args.artifact)
+    if args.inputs:
+        with np.load(args.inputs) as data:
+            inputs = {spec["name"]: data[spec["name"]] for spec in loaded.metadata["inputs"]}
+    else:
+        inputs = random_inputs(loaded.metadata, batch=args.batch{% if seq %}, seq=args.seq{% endif %}, seed=args.seed)
+    output = np.asarray(loaded(*inputs.values()))
+    print(f"output: shape {output.shape}, dtype {output.dtype}, mean {output.mean():.6g}")
+    if args.save:
+        np.savez(args.save, output=output)
+        print(f"wrote {args.save}")
+    return 0
+
+
+def random_inputs(metadata: dict, *, batch: int{% if seq %}, seq: int{% endif %}, seed: int) -> dict:
+    """Random inputs matching the artifact's input signature."""
+    rng = np.random.default_rng(seed)
+    sizes = {"b": batch{% if seq %}, "s": seq{% endif %}}
+    inputs = {}
+    for spec in metadata["inputs"]:
+        dims = [d.strip() for d in spec["shape"].split(",")]
+        shape = [int(d) if d.isdigit() else sizes[d] for d in dims]
+        if spec["dtype"] == "bool":
+            inputs[spec["name"]] = rng.random(shape) < 0.8
+        else:
+            inputs[spec["name"]] = rng.standard_normal(shape).astype(spec["dtype"])
+    return inputs
+
+
+if __name__ == "__main__":
+    sys.exit(main())

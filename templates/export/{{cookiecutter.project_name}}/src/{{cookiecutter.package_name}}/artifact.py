@@ -1,0 +1,214 @@
+{%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
+"""Export the model with jax.export, write it to disk with its metadata, load
+it back and call it with checked inputs.
+
+An artifact is two files: NAME.jax (the serialized jax.export.Exported) and
+NAME.json (what was exported, by which JAX, and the SHA-256 of NAME.jax).
+"""
+
+import ast
+import datetime
+import hashlib
+import json
+import operator
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jaxlib
+from jax import export
+
+from {{ cookiecutter.package_name }}.reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, init_params, predict
+
+PLATFORMS = ("{{ cookiecutter.platforms.split(',') | join('", "') }}"{% if "," not in cookiecutter.platforms %},{% endif %})
+VJP_ORDER = {{ cookiecutter.vjp_order }}  # 0: the artifact cannot be differentiated
+# One entry per argument: its symbolic shape and dtype. Dimension variables
+# (b{% if seq %}, s{% endif %}) are >= 1; a name used twice means the same size.
+{%- if seq %}
+INPUTS = (
+    ("x", "b, s, {FEATURES}", "float32"),
+    ("mask", "b, s", "bool"),
+)
+{%- else %}
+INPUTS = (("x", "b, {FEATURES}", "float32"),)
+{%- endif %}
+# Facts about the dimension variables that the model needs and the exporter
+# cannot infer.{% if seq %} Slicing the positional table to s needs s <= MAX_LEN.{% endif %}
+CONSTRAINTS = ({% if seq %}f"s <= {MAX_LEN}",{% endif %})
+# How many days an artifact stays loadable by newer JAX versions (JAX's
+# backward-compatibility guarantee is six months).
+COMPATIBILITY_DAYS = 180
+
+
+def input_specs() -> list[jax.ShapeDtypeStruct]:
+    """Abstract inputs with symbolic dimensions, all in one scope so that
+    arguments sharing a name share a size and the constraints apply to all."""
+    scope = export.SymbolicScope(CONSTRAINTS)
+    return [
+        jax.ShapeDtypeStruct(
+            export.symbolic_shape(shape.format(FEATURES=FEATURES), scope=scope), jnp.dtype(dtype)
+        )
+        for _, shape, dtype in INPUTS
+    ]
+
+
+def export_model(params=None, platforms=PLATFORMS) -> export.Exported:
+    """Trace and lower predict with the weights baked in as constants."""
+    params = init_params() if params is None else params
+    return export.export(jax.jit(partial(predict, params)), platforms=platforms)(*input_specs())
+
+
+def save(exported: export.Exported, path, vjp_order: int = VJP_ORDER) -> Path:
+    """Write PATH (the serialized artifact) and PATH.json (its metadata)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = exported.serialize(vjp_order=vjp_order)
+    path.write_bytes(blob)
+    metadata = {
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "platforms": list(exported.platforms),
+        "calling_convention_version": exported.calling_convention_version,
+        "vjp_order": vjp_order,
+        "inputs": [
+            {"name": name, "shape": shape.format(FEATURES=FEATURES), "dtype": dtype}
+            for name, shape, dtype in INPUTS
+        ],
+        "outputs": [
+            {"shape": ", ".join(map(str, aval.shape)), "dtype": str(aval.dtype)}
+            for aval in exported.out_avals
+        ],
+        "constraints": list(CONSTRAINTS),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "size_bytes": len(blob),
+    }
+    metadata_path(path).write_text(json.dumps(metadata, indent=2) + "\n")
+    return path
+
+
+def metadata_path(path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".json")
+
+
+class Artifact:
+    """A loaded artifact. Calling it checks the inputs against the metadata
+    first, so a mistake gets a message that names it."""
+
+    def __init__(self, exported: export.Exported, metadata: dict):
+        self.exported = exported
+        self.metadata = metadata
+
+    def __call__(self, *args):
+        check_inputs(self.metadata, args)
+        platform = jax.devices()[0].platform
+        if platform not in self.exported.platforms:
+            raise ValueError(
+                f"this artifact was exported for {', '.join(self.exported.platforms)}, not for "
+                f"{platform}; re-export it with {platform} in its platforms"
+            )
+        return self.exported.call(*args)
+
+    def age_days(self, today: datetime.datetime | None = None) -> float:
+        today = today or datetime.datetime.now(datetime.UTC)
+        created = datetime.datetime.fromisoformat(self.metadata["created"])
+        return (today - created).total_seconds() / 86400
+
+
+def load(path) -> Artifact:
+    """Read and verify an artifact; every failure is a ValueError or
+    FileNotFoundError that says what is wrong with which file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no artifact at {path}; create one with: "
+            f"python -m {{ cookiecutter.package_name }} export --out {path}"
+        )
+    meta_file = metadata_path(path)
+    if not meta_file.is_file():
+        raise FileNotFoundError(
+            f"{meta_file} is missing; it is written next to the artifact "
+            "by export and is needed to check it"
+        )
+    try:
+        metadata = json.loads(meta_file.read_text())
+        expected_hash = metadata["sha256"]
+    except (ValueError, KeyError) as err:
+        raise ValueError(f"{meta_file} is not valid artifact metadata: {err}") from None
+    blob = path.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != expected_hash:
+        raise ValueError(
+            f"{path} is corrupted or truncated ({len(blob)} bytes, expected "
+            f"{metadata.get('size_bytes', '?')}; SHA-256 mismatch); re-export it"
+        )
+    try:
+        exported = export.deserialize(bytearray(blob))
+    except Exception as err:  # flatbuffers raises assorted errors on bad bytes
+        raise ValueError(
+            f"{path} could not be deserialized by jax {jax.__version__}: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    return Artifact(exported, metadata)
+
+
+def check_inputs(metadata: dict, args) -> None:
+    """Ranks, dtypes, static sizes, shared dimension variables, constraints."""
+    specs = metadata["inputs"]
+    if len(args) != len(specs):
+        names = ", ".join(s["name"] for s in specs)
+        raise TypeError(f"the artifact takes {len(specs)} inputs ({names}), got {len(args)}")
+    sizes: dict[str, int] = {}
+    for spec, arg in zip(specs, args, strict=True):
+        name, dims = spec["name"], [d.strip() for d in spec["shape"].split(",")]
+        shape, dtype = jnp.shape(arg), jnp.result_type(arg)
+        if len(shape) != len(dims):
+            raise ValueError(
+                f"{name} must have rank {len(dims)} ({spec['shape']}), got shape {shape}"
+            )
+        if dtype != jnp.dtype(spec["dtype"]):
+            raise TypeError(f"{name} must be {spec['dtype']}, got {dtype}; cast it first")
+        for axis, (dim, size) in enumerate(zip(dims, shape, strict=True)):
+            if dim.isdigit():
+                if size != int(dim):
+                    raise ValueError(f"{name}.shape[{axis}] must be {dim}, got {size}")
+            elif size < 1:
+                raise ValueError(f"{name}.shape[{axis}] ({dim}) must be >= 1, got {size}")
+            elif sizes.setdefault(dim, size) != size:
+                raise ValueError(
+                    f"dimension {dim} is {sizes[dim]} in one input and {size} "
+                    f"in {name}.shape[{axis}]; they must agree"
+                )
+    for constraint in metadata["constraints"]:
+        if not _holds(constraint, sizes):
+            values = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            raise ValueError(f"inputs violate the artifact's constraint {constraint!r} ({values})")
+
+
+_COMPARE = {ast.LtE: operator.le, ast.GtE: operator.ge, ast.Eq: operator.eq}
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+
+
+def _holds(constraint: str, sizes: dict[str, int]) -> bool:
+    """Evaluate a jax.export constraint such as "s <= 128" or "2*b >= s"."""
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return sizes[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(f"cannot evaluate constraint {constraint!r}")
+
+    tree = ast.parse(constraint, mode="eval").body
+    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1 and type(tree.ops[0]) in _COMPARE):
+        raise ValueError(f"cannot evaluate constraint {constraint!r}")
+    return _COMPARE[type(tree.ops[0])](value(tree.left), value(tree.comparators[0]))
