@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from jax_ladder import __version__
-from jax_ladder.options import Option, UsageError, load_options, parse_value
+from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, template_dir
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("jax-ladder: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `jax-ladder list | head`
+        sys.stderr.close()
+        return 0
 
 
 def cmd_list(args) -> int:
@@ -105,8 +108,6 @@ def _ask(option: Option, default: object) -> object:
 
 
 def cmd_new(args) -> int:
-    from jax_ladder.options import parse_assignments
-
     rung = _rung_or_error(args.rung)
     options = load_options(template_dir(rung))
     given = parse_assignments(options, args.set)
