@@ -54,6 +54,7 @@ BAD_INPUT = [
     (["new", "internals"], "no template for 'internals'"),
     (["new", "custom-vjp", "--name", "1st-op"], "project name '1st-op' is invalid"),
     (["new", "custom-vjp", "--name", "my op"], "project name 'my op' is invalid"),
+    (["new", "custom-vjp", "--name", "x" * 33], "use at most 32"),
     (["new", "custom-vjp", "--name", "class"], "'class' is a Python keyword"),
     (["new", "custom-vjp", "--name", "jax"], "would shadow the module 'jax'"),
     (["new", "custom-vjp", "--name", "numpy"], "would shadow the module 'numpy'"),

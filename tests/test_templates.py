@@ -12,6 +12,7 @@ import sys
 import pytest
 from conftest import ALL_COMBINATIONS, REPO, files_under
 
+from jax_ladder.options import MAX_NAME_LENGTH
 from jax_ladder.rungs import available
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
@@ -19,6 +20,14 @@ from jax_ladder.scaffold import scaffold
 # Jinja left in output: {% ... %}, {# ... #}, or {{ ... }} that is not a
 # GitHub Actions expression ${{ ... }}.
 JINJA = re.compile(r"\{%|%\}|\{#|#\}|(?<!\$)\{\{|cookiecutter\.")
+
+
+def assert_lint_clean(project):
+    for args in (["check", "."], ["format", "--check", "."]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=project, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module", params=ALL_COMBINATIONS)
@@ -51,11 +60,7 @@ def test_baked_project_passes_its_own_tests(baked):
 
 
 def test_baked_project_is_lint_clean(baked):
-    for args in (["check", "."], ["format", "--check", "."]):
-        result = subprocess.run(
-            [sys.executable, "-m", "ruff", *args], cwd=baked, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
+    assert_lint_clean(baked)
 
 
 def test_baked_project_has_the_promised_layout(baked):
@@ -90,3 +95,11 @@ def test_plain_cookiecutter_hook_rejects_a_bad_package_name(tmp_path):
     result = plain_cookiecutter("templates/custom-vjp", tmp_path, "package_name=json")
     assert result.returncode != 0
     assert "not a usable Python package name" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
+def test_longest_allowed_name_is_still_lint_clean(tmp_path, rung):
+    # Generated lines that contain the package name must fit the lint limit.
+    name = "n" * MAX_NAME_LENGTH
+    project = scaffold(rung, tmp_path, {"project_name": name})
+    assert_lint_clean(project)

@@ -16,7 +16,6 @@ import jax
 from jax import export
 
 from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.__main__ import random_inputs
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
 
@@ -57,7 +56,7 @@ def main():
     params = init_params()
     print(f"{'sizes':>12} {'artifact ms':>12} {'jit ms':>9} {'ratio':>7}")
     for size in sizes:
-        inputs = random_inputs(loaded.metadata, {% if seq %}batch=size[0], seq=size[1]{% else %}batch=size[0]{% endif %}, seed=0)
+        inputs = artifact.random_inputs(loaded.metadata, {% if seq %}batch=size[0], seq=size[1]{% else %}batch=size[0]{% endif %}, seed=0)
         inputs = list(inputs.values())
         t_artifact = median_seconds(call, inputs, repeats)
         t_original = median_seconds(lambda *a: original(params, *a), inputs, repeats)

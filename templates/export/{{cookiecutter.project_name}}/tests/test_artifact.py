@@ -14,7 +14,6 @@ from jax import export
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.__main__ import random_inputs
 from {{ cookiecutter.package_name }}.reference import {% if seq %}MAX_LEN, {% endif %}init_params, predict
 
 from oracle import assert_close, rtol_for
@@ -37,8 +36,8 @@ def loaded(saved):
 
 def inputs_for(loaded, sizes, seed=0):
     {% if seq %}batch, seq = sizes
-    return random_inputs(loaded.metadata, batch=batch, seq=seq, seed=seed){% else %}(batch,) = sizes
-    return random_inputs(loaded.metadata, batch=batch, seed=seed){% endif %}
+    return artifact.random_inputs(loaded.metadata, batch=batch, seq=seq, seed=seed){% else %}(batch,) = sizes
+    return artifact.random_inputs(loaded.metadata, batch=batch, seed=seed){% endif %}
 
 
 @pytest.mark.parametrize("sizes", SIZES, ids=str)

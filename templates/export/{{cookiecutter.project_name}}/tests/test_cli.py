@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
 from oracle import assert_close, rtol_for
@@ -17,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 def cli(*args, cwd):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *map(str, args)]
+    command = [sys.executable, "-m", artifact.__package__, *map(str, args)]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

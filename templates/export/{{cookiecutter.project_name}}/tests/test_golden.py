@@ -1,5 +1,5 @@
 """The golden artifact: exported when the project was generated (or by you,
-with `python -m {{ cookiecutter.package_name }} export --golden`), committed, and reloaded here by
+with `python -m PACKAGE export --golden`), committed, and reloaded here by
 today's JAX. It catches a JAX upgrade that can no longer load or run what you
 shipped, and model code that drifted from what was exported."""
 
@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.reference import init_params, predict
 
 from oracle import assert_close, rtol_for
 
-REEXPORT = "re-export it: python -m {{ cookiecutter.package_name }} export --golden"
+REEXPORT = f"re-export it: python -m {artifact.__package__} export --golden"
 
 
 class GoldenArtifactTooOld(UserWarning):

@@ -8,15 +8,12 @@ import numpy as np
 {%- endif %}
 import pytest
 
-from {{ cookiecutter.package_name }}.__main__ import random_inputs
-from {{ cookiecutter.package_name }}.artifact import INPUTS
+from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
 from oracle import assert_close, predict_f64, rtol_for
 
-METADATA = {
-    "inputs": [{"name": n, "shape": s.format(FEATURES=16), "dtype": d} for n, s, d in INPUTS]
-}
+METADATA = {"inputs": artifact.input_metadata()}
 SIZES = [{% if seq %}(1, 1), (3, 7), (8, 128), (33, 50){% else %}(1,), (3,), (257,){% endif %}]
 
 
@@ -24,7 +21,7 @@ SIZES = [{% if seq %}(1, 1), (3, 7), (8, 128), (33, 50){% else %}(1,), (3,), (25
 @pytest.mark.parametrize("sizes", SIZES, ids=str)
 def test_reference_matches_numpy(sizes, jit):
     params = init_params()
-    inputs = random_inputs(METADATA, {% if seq %}batch=sizes[0], seq=sizes[1]{% else %}batch=sizes[0]{% endif %}, seed=sum(sizes))
+    inputs = artifact.random_inputs(METADATA, {% if seq %}batch=sizes[0], seq=sizes[1]{% else %}batch=sizes[0]{% endif %}, seed=sum(sizes))
     f = jax.jit(predict) if jit else predict
     # float32 matmuls and tanh against float64: a few ulps per term.
     want = predict_f64(params, *inputs.values())

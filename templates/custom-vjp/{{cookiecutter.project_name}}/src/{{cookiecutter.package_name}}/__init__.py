@@ -1,6 +1,6 @@
 """Pairwise Euclidean distances with a custom {{ cookiecutter.rule.upper() }} rule."""
 
-from {{ cookiecutter.package_name }}.pairwise_distances import pairwise_distances
-from {{ cookiecutter.package_name }}.reference import pairwise_distances_reference
+from .pairwise_distances import pairwise_distances
+from .reference import pairwise_distances_reference
 
 __all__ = ["pairwise_distances", "pairwise_distances_reference"]

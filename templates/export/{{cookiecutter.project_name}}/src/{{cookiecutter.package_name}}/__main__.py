@@ -1,9 +1,9 @@
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
 """Command line: export the model to a file, or load a file and run it.
 
-python -m {{ cookiecutter.package_name }} export --out artifacts/model.jax
-python -m {{ cookiecutter.package_name }} run artifacts/model.jax --batch 8{% if seq %} --seq 20{% endif %}
-python -m {{ cookiecutter.package_name }} run artifacts/model.jax --inputs in.npz --save out.npz
+python -m {{ cookiecutter.package_name }} export --out model.jax
+python -m {{ cookiecutter.package_name }} run model.jax --batch 8{% if seq %} --seq 20{% endif %}
+python -m {{ cookiecutter.package_name }} run model.jax --inputs in.npz --save out.npz
 """
 
 import argparse
@@ -16,7 +16,7 @@ GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden" / "model.jax"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m {{ cookiecutter.package_name }}")
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}")
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="export the model and write NAME and NAME.json")
     exp.add_argument("--out", type=Path, default=Path("artifacts/model.jax"))
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
 
 
 def export_command(args) -> int:
-    from {{ cookiecutter.package_name }} import artifact, reference
+    from . import artifact, reference
 
     platforms = tuple(args.platforms.split(",")) if args.platforms else artifact.PLATFORMS
     out = GOLDEN if args.golden else args.out
@@ -54,7 +54,7 @@ def export_command(args) -> int:
     artifact.save(exported, out)
     print(f"wrote {out} ({out.stat().st_size} bytes) for {', '.join(platforms)}")
     if args.golden:
-        inputs = random_inputs(artifact.load(out).metadata, batch=3{% if seq %}, seq=7{% endif %}, seed=1234)
+        inputs = artifact.random_inputs(artifact.load(out).metadata, batch=3{% if seq %}, seq=7{% endif %}, seed=1234)
         outputs = reference.predict(reference.init_params(), *inputs.values())
         np.savez(out.with_suffix(".io.npz"), **inputs, output=np.asarray(outputs))
         print(f"wrote {out.with_suffix('.io.npz')} (inputs and expected outputs)")
@@ -62,35 +62,21 @@ def export_command(args) -> int:
 
 
 def run_command(args) -> int:
-    from {{ cookiecutter.package_name }} import artifact
+    from . import artifact
 
     loaded = artifact.load(args.artifact)
     if args.inputs:
         with np.load(args.inputs) as data:
             inputs = {spec["name"]: data[spec["name"]] for spec in loaded.metadata["inputs"]}
     else:
-        inputs = random_inputs(loaded.metadata, batch=args.batch{% if seq %}, seq=args.seq{% endif %}, seed=args.seed)
+        sizes = dict(batch=args.batch{% if seq %}, seq=args.seq{% endif %}, seed=args.seed)
+        inputs = artifact.random_inputs(loaded.metadata, **sizes)
     output = np.asarray(loaded(*inputs.values()))
     print(f"output: shape {output.shape}, dtype {output.dtype}, mean {output.mean():.6g}")
     if args.save:
         np.savez(args.save, output=output)
         print(f"wrote {args.save}")
     return 0
-
-
-def random_inputs(metadata: dict, *, batch: int{% if seq %}, seq: int{% endif %}, seed: int) -> dict:
-    """Random inputs matching the artifact's input signature."""
-    rng = np.random.default_rng(seed)
-    sizes = {"b": batch{% if seq %}, "s": seq{% endif %}}
-    inputs = {}
-    for spec in metadata["inputs"]:
-        dims = [d.strip() for d in spec["shape"].split(",")]
-        shape = [int(d) if d.isdigit() else sizes[d] for d in dims]
-        if spec["dtype"] == "bool":
-            inputs[spec["name"]] = rng.random(shape) < 0.8
-        else:
-            inputs[spec["name"]] = rng.standard_normal(shape).astype(spec["dtype"])
-    return inputs
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import jaxlib
+import numpy as np
 from jax import export
 
-from {{ cookiecutter.package_name }}.reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, init_params, predict
+from .reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, init_params, predict
 
 PLATFORMS = ("{{ cookiecutter.platforms.split(',') | join('", "') }}"{% if "," not in cookiecutter.platforms %},{% endif %})
 VJP_ORDER = {{ cookiecutter.vjp_order }}  # 0: the artifact cannot be differentiated
@@ -53,6 +54,14 @@ def input_specs() -> list[jax.ShapeDtypeStruct]:
     ]
 
 
+def input_metadata() -> list[dict]:
+    """INPUTS as the metadata file records them."""
+    return [
+        {"name": name, "shape": shape.format(FEATURES=FEATURES), "dtype": dtype}
+        for name, shape, dtype in INPUTS
+    ]
+
+
 def export_model(params=None, platforms=PLATFORMS) -> export.Exported:
     """Trace and lower predict with the weights baked in as constants."""
     params = init_params() if params is None else params
@@ -71,10 +80,7 @@ def save(exported: export.Exported, path, vjp_order: int = VJP_ORDER) -> Path:
         "platforms": list(exported.platforms),
         "calling_convention_version": exported.calling_convention_version,
         "vjp_order": vjp_order,
-        "inputs": [
-            {"name": name, "shape": shape.format(FEATURES=FEATURES), "dtype": dtype}
-            for name, shape, dtype in INPUTS
-        ],
+        "inputs": input_metadata(),
         "outputs": [
             {"shape": ", ".join(map(str, aval.shape)), "dtype": str(aval.dtype)}
             for aval in exported.out_avals
@@ -122,10 +128,8 @@ def load(path) -> Artifact:
     FileNotFoundError that says what is wrong with which file."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(
-            f"no artifact at {path}; create one with: "
-            f"python -m {{ cookiecutter.package_name }} export --out {path}"
-        )
+        command = f"python -m {__package__} export --out {path}"
+        raise FileNotFoundError(f"no artifact at {path}; create one with: {command}")
     meta_file = metadata_path(path)
     if not meta_file.is_file():
         raise FileNotFoundError(
@@ -162,12 +166,15 @@ def check_inputs(metadata: dict, args) -> None:
     sizes: dict[str, int] = {}
     for spec, arg in zip(specs, args, strict=True):
         name, dims = spec["name"], [d.strip() for d in spec["shape"].split(",")]
-        shape, dtype = jnp.shape(arg), jnp.result_type(arg)
+        # The argument's own dtype, not JAX's canonical one: with x64 disabled
+        # JAX would quietly turn a float64 array into float32.
+        shape = np.shape(arg)
+        dtype = np.dtype(getattr(arg, "dtype", None) or np.asarray(arg).dtype)
         if len(shape) != len(dims):
             raise ValueError(
                 f"{name} must have rank {len(dims)} ({spec['shape']}), got shape {shape}"
             )
-        if dtype != jnp.dtype(spec["dtype"]):
+        if dtype != np.dtype(spec["dtype"]):
             raise TypeError(f"{name} must be {spec['dtype']}, got {dtype}; cast it first")
         for axis, (dim, size) in enumerate(zip(dims, shape, strict=True)):
             if dim.isdigit():
@@ -184,6 +191,21 @@ def check_inputs(metadata: dict, args) -> None:
         if not _holds(constraint, sizes):
             values = ", ".join(f"{k}={v}" for k, v in sizes.items())
             raise ValueError(f"inputs violate the artifact's constraint {constraint!r} ({values})")
+
+
+def random_inputs(metadata: dict, *, batch: int{% if seq %}, seq: int{% endif %}, seed: int) -> dict:
+    """Random inputs matching the artifact's input signature."""
+    rng = np.random.default_rng(seed)
+    sizes = {"b": batch{% if seq %}, "s": seq{% endif %}}
+    inputs = {}
+    for spec in metadata["inputs"]:
+        dims = [d.strip() for d in spec["shape"].split(",")]
+        shape = [int(d) if d.isdigit() else sizes[d] for d in dims]
+        if spec["dtype"] == "bool":
+            inputs[spec["name"]] = rng.random(shape) < 0.8
+        else:
+            inputs[spec["name"]] = rng.standard_normal(shape).astype(spec["dtype"])
+    return inputs
 
 
 _COMPARE = {ast.LtE: operator.le, ast.GtE: operator.ge, ast.Eq: operator.eq}

@@ -1,0 +1,356 @@
+"""serve.py: the same predictions in a fresh process that cannot see the model code, and a
+clear error, never a crash, for every bad input or damaged file."""
+
+import datetime
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+import serve
+from export_model import ARTIFACT_NAME
+from jax import export
+from model import predict
+
+HERE = Path(__file__).resolve().parent
+BATCHES = (1, 7, 1000)
+TRAINING_MODULES = ("model", "export_model", "reference", "conftest")
+
+
+def edit_metadata(path, **changes):
+    """Rewrite metadata fields in place; a value of None deletes the field."""
+    metadata = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is None:
+            metadata.pop(key)
+        else:
+            metadata[key] = value
+    path.write_text(json.dumps(metadata))
+
+
+def request(batch, seed=0):
+    return np.random.default_rng(seed + batch).uniform(-4, 4, (batch, 2)).astype(np.float32)
+
+
+# --- a fresh process that has serve.py, the artifact, and nothing else ------------------------
+
+
+def serving_dir(shipped, tmp_path):
+    """A folder holding only copies of serve.py, the artifact and its metadata."""
+    folder = tmp_path / "serving"
+    folder.mkdir()
+    for path in (HERE / "serve.py", shipped["artifact"], shipped["metadata"]):
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+def run_python(folder, *args):
+    """sys.executable in `folder`, with PYTHONPATH = that folder alone and no other PYTHON*
+    variables: the example folder, which holds the model code, is not on its path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(folder)
+    return subprocess.run(
+        [sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+DRIVER = textwrap.dedent(
+    """
+    import importlib.util, sys
+    import jax
+    import numpy as np
+    import serve
+
+    training = sys.argv[1].split(",")
+    assert [m for m in training if importlib.util.find_spec(m) is not None] == [], "importable"
+    classifier = serve.load("{artifact}")
+    with np.load("requests.npz") as requests:
+        outputs = {{}}
+        for key in requests.files:
+            for name, value in classifier.predict(requests[key]).items():
+                outputs[f"{{key}}/{{name}}"] = value
+    np.savez("responses.npz", **outputs)
+    assert [m for m in training if m in sys.modules] == [], "imported"
+    print("jax_enable_x64", jax.config.jax_enable_x64)
+    """
+)
+
+
+def test_fresh_process_without_model_code_serves_the_same_predictions(shipped, tmp_path):
+    # The check inside the subprocess can fail: here, under pytest, the model is importable.
+    assert importlib.util.find_spec("model") is not None
+    folder = serving_dir(shipped, tmp_path)
+    np.savez(folder / "requests.npz", **{f"b{b}": request(b) for b in BATCHES})
+    (folder / "driver.py").write_text(DRIVER.format(artifact=ARTIFACT_NAME))
+
+    result = run_python(folder, "driver.py", ",".join(TRAINING_MODULES))
+    assert result.returncode == 0, result.stderr
+    assert "jax_enable_x64 False" in result.stdout  # exported under x64, served without it
+
+    with np.load(folder / "responses.npz") as responses:
+        for b in BATCHES:
+            want = jax.jit(predict)(shipped["params"], request(b))
+            labels, probabilities = responses[f"b{b}/labels"], responses[f"b{b}/probabilities"]
+            assert labels.dtype == np.int32 and labels.shape == (b,)
+            assert probabilities.dtype == np.float32 and probabilities.shape == (b, 3)
+            np.testing.assert_array_equal(labels, want["labels"])
+            np.testing.assert_allclose(probabilities, want["probabilities"], rtol=1e-6, atol=1e-7)
+
+
+def test_cli_in_a_fresh_process(shipped, tmp_path):
+    folder = serving_dir(shipped, tmp_path)
+    x = request(7)
+    np.savez(folder / "in.npz", x=x)
+    ok = run_python(folder, "serve.py", ARTIFACT_NAME, "in.npz", "out.npz")
+    assert ok.returncode == 0, ok.stderr
+    assert "wrote labels int32[7], probabilities float32[7, 3] to out.npz" in ok.stdout
+    with np.load(folder / "out.npz") as out:
+        np.testing.assert_array_equal(
+            out["labels"], jax.jit(predict)(shipped["params"], x)["labels"]
+        )
+
+    np.savez(folder / "bad.npz", x=x.astype(np.float64))
+    bad = run_python(folder, "serve.py", ARTIFACT_NAME, "bad.npz", "out2.npz")
+    assert bad.returncode == 2
+    assert bad.stderr == (
+        "serve.py: error: inputs must have dtype float32, got float64; convert them with "
+        "x.astype(np.float32) if that is what you mean\n"
+    )
+    assert not (folder / "out2.npz").exists()
+
+
+# --- bad requests -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def classifier(shipped):
+    return serve.load(shipped["artifact"])
+
+
+@pytest.mark.parametrize(
+    "x, error, message",
+    [
+        ([[0.0, 1.0]], TypeError, "inputs must be a NumPy or JAX array, got list"),
+        (np.zeros((3, 2), np.float64), TypeError, "inputs must have dtype float32, got float64"),
+        (np.zeros((3, 2), np.int32), TypeError, "inputs must have dtype float32, got int32"),
+        (np.zeros(2, np.float32), ValueError, r"must have rank 2, shape \(b, 2\); got rank 1"),
+        (np.zeros((1, 3, 2), np.float32), ValueError, "must have rank 2, shape .* got rank 3"),
+        (np.zeros((4, 3), np.float32), ValueError, r"axis 1 must be 2, got shape \(4, 3\)"),
+        (np.zeros((0, 2), np.float32), ValueError, r"empty batch: .* dimension 'b' \(axis 0\)"),
+        (
+            np.array([[0, 0], [0, np.nan], [np.inf, 1]], np.float32),
+            ValueError,
+            r"inputs contain NaN or infinity, in rows \[1, 2\]",
+        ),
+    ],
+    ids=["list", "float64", "int32", "rank1", "rank3", "features", "empty", "nonfinite"],
+)
+def test_bad_requests_raise_a_clear_error(classifier, x, error, message):
+    with pytest.raises(error, match=message):
+        classifier.predict(x)
+
+
+def test_jax_arrays_are_accepted(classifier, shipped):
+    x = request(5)
+    got = classifier.predict(jax.numpy.asarray(x))
+    np.testing.assert_array_equal(got["labels"], classifier.predict(x)["labels"])
+    assert isinstance(got["labels"], np.ndarray)
+
+
+# --- damaged or missing files -----------------------------------------------------------------
+
+
+def test_missing_metadata(artifact_copy):
+    artifact, metadata = artifact_copy
+    metadata.unlink()
+    with pytest.raises(FileNotFoundError, match=r"metadata file .*classifier\.json not found"):
+        serve.load(artifact)
+
+
+def test_missing_artifact(artifact_copy):
+    artifact, _ = artifact_copy
+    artifact.unlink()
+    with pytest.raises(FileNotFoundError, match=r"artifact .*classifier\.jax not found"):
+        serve.load(artifact)
+
+
+def test_truncated_artifact(artifact_copy):
+    artifact, _ = artifact_copy
+    blob = artifact.read_bytes()
+    artifact.write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ValueError, match=rf"is {len(blob) // 2} bytes but its metadata says"):
+        serve.load(artifact)
+
+
+def test_corrupted_artifact_fails_the_sha256_check(artifact_copy):
+    artifact, _ = artifact_copy
+    blob = bytearray(artifact.read_bytes())
+    blob[len(blob) // 3] ^= 0x01  # one bit, same size
+    artifact.write_bytes(blob)
+    with pytest.raises(ValueError, match="fails its sha256 check"):
+        serve.load(artifact)
+
+
+def test_jax_alone_does_not_notice_a_flipped_bit_in_the_weights(artifact_copy, shipped):
+    """Why the sha256 check: the weights sit in the artifact as raw float32 bytes, and
+    `export.deserialize` happily loads a copy with one sign bit flipped, which then serves
+    different answers. serve.load refuses it."""
+    artifact, _ = artifact_copy
+    blob = bytearray(artifact.read_bytes())
+    w_last = np.asarray(shipped["params"]["w2"]).tobytes()
+    offset = blob.find(w_last)
+    assert offset > 0 and blob.count(w_last) == 1
+    blob[offset + 3] ^= 0x80  # sign bit of w2[0, 0] (little-endian float32)
+    artifact.write_bytes(blob)
+
+    x = request(1000)
+    damaged = export.deserialize(bytearray(blob)).call(x)
+    original = jax.jit(predict)(shipped["params"], x)
+    assert np.max(np.abs(damaged["probabilities"] - original["probabilities"])) > 1e-3
+    with pytest.raises(ValueError, match="fails its sha256 check"):
+        serve.load(artifact)
+
+
+def test_garbage_with_a_matching_hash_is_a_value_error_not_a_struct_error(artifact_copy):
+    """A file that passes the hash (metadata regenerated for it) but is not an artifact: the
+    deserializer's struct.error is turned into a ValueError that names the file."""
+    artifact, metadata = artifact_copy
+    garbage = np.random.default_rng(0).integers(0, 256, 64, dtype=np.uint8).tobytes()
+    artifact.write_bytes(garbage)
+    edit_metadata(metadata, size_bytes=len(garbage), sha256=hashlib.sha256(garbage).hexdigest())
+    with pytest.raises(ValueError, match="passed its sha256 check but could not be") as info:
+        serve.load(artifact)
+    assert isinstance(info.value.__cause__, struct.error)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+    ],
+)
+def test_unreadable_metadata(artifact_copy, text, message):
+    artifact, metadata = artifact_copy
+    metadata.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        serve.load(artifact)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"sha256": None}, "is missing sha256"),
+        ({"sha256": None, "platforms": None}, "is missing platforms, sha256"),
+        ({"size_bytes": "22852"}, "'size_bytes' must be of type int, got str"),
+        ({"size_bytes": True}, "'size_bytes' must be of type int, got bool"),
+        ({"platforms": ["cpu", 3]}, "'platforms' must be a list of names"),
+        ({"format": "onnx"}, "has format 'onnx' version 1; this server reads"),
+        ({"created": "last tuesday"}, "'created' is not an ISO 8601 date: 'last tuesday'"),
+        ({"calling_convention_version": 99}, "calling convention version 99, but JAX .* upgrade"),
+        ({"calling_convention_version": 1}, "calling convention version 1, .* re-export it"),
+        ({"platforms": ["cpu", "tpu"]}, "platforms is \\['cpu', 'tpu'\\] in the metadata but"),
+        ({"inputs": [{"shape": ["b", 3], "dtype": "float32"}]}, "does not match the artifact"),
+    ],
+    ids=[
+        "no-hash",
+        "two-missing",
+        "size-str",
+        "size-bool",
+        "platform-int",
+        "format",
+        "created",
+        "cc-new",
+        "cc-old",
+        "platforms",
+        "inputs",
+    ],
+)
+def test_bad_metadata(artifact_copy, changes, message):
+    artifact, metadata = artifact_copy
+    edit_metadata(metadata, **changes)
+    with pytest.raises(ValueError, match=message):
+        serve.load(artifact)
+
+
+def test_metadata_can_live_elsewhere(artifact_copy, tmp_path):
+    artifact, metadata = artifact_copy
+    moved = shutil.move(metadata, tmp_path / "elsewhere.json")
+    assert serve.load(artifact, moved).predict(request(3))["labels"].shape == (3,)
+
+
+# --- compatibility window ---------------------------------------------------------------------
+
+
+def metadata_created_on(day):
+    return {"created": f"{day.isoformat()}T12:00:00+00:00", "jax_version": "0.12.0.1"}
+
+
+def test_check_age_within_the_window_is_quiet():
+    created = datetime.date(2026, 1, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert serve.check_age(metadata_created_on(created), created) == 0
+        last_day = created + serve.COMPATIBILITY_WINDOW
+        assert serve.check_age(metadata_created_on(created), last_day) == 183
+
+
+def test_check_age_past_the_window_warns_to_re_export():
+    created = datetime.date(2026, 1, 10)
+    today = created + datetime.timedelta(days=184)
+    with pytest.warns(serve.StaleArtifactWarning, match=r"184 days old, past JAX's six-month"):
+        assert serve.check_age(metadata_created_on(created), today) == 184
+    with pytest.warns(serve.StaleArtifactWarning, match="Re-export it with the JAX you serve"):
+        serve.check_age(metadata_created_on(created), datetime.datetime(2027, 6, 1, 9, 30))
+
+
+def test_check_age_rejects_a_date_in_the_future():
+    with pytest.raises(ValueError, match=r"'created' \(2026-03-05\) is after today \(2026-03-03"):
+        serve.check_age(metadata_created_on(datetime.date(2026, 3, 5)), datetime.date(2026, 3, 3))
+    # One day of slack for time zones.
+    assert (
+        serve.check_age(metadata_created_on(datetime.date(2026, 3, 4)), datetime.date(2026, 3, 3))
+        == -1
+    )
+
+
+def test_load_flags_an_old_artifact_but_still_serves_it(artifact_copy, shipped):
+    artifact, metadata = artifact_copy
+    today = datetime.date.today() + datetime.timedelta(days=365)
+    with pytest.warns(serve.StaleArtifactWarning, match="past JAX's six-month compatibility"):
+        classifier = serve.load(artifact, today=today)
+    x = request(4)
+    np.testing.assert_array_equal(
+        classifier.predict(x)["labels"], jax.jit(predict)(shipped["params"], x)["labels"]
+    )
+
+
+def test_artifact_from_a_newer_jax_warns(artifact_copy):
+    artifact, metadata = artifact_copy
+    edit_metadata(metadata, jax_version="99.0.0")
+    with pytest.warns(serve.CompatibilityWarning, match=r"exported with JAX 99\.0\.0, newer"):
+        serve.load(artifact)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("0.12.0.1", (0, 12, 0, 1)), ("0.5.0.dev20240101", (0, 5, 0)), ("1.0", (1, 0))],
+)
+def test_version_tuple(text, expected):
+    assert serve.version_tuple(text) == expected
+
+
+def test_loaded_classifier_describes_itself(classifier):
+    assert classifier.platform == "cpu"
+    assert classifier.input_shape == ("b", 2) and classifier.input_dtype == np.float32
+    assert set(classifier.metadata) >= set(serve.REQUIRED_METADATA)
