@@ -10,8 +10,10 @@
    training) and calls `jax.jit(model.predict)`. Wall-clock from spawning the process to its
    "ready" line, median of several runs; each child also reports its own phases.
 4. Steady state, in this process: `jax.jit(exported.call)` of the deserialized artifact vs
-   `jax.jit(model.predict)` with the weights as arguments, per batch size: warm-up, then the
-   median of many calls, each ended by `jax.block_until_ready`.
+   `jax.jit(model.predict)` with the weights as arguments, and vs `jax.jit` of the closure that
+   was exported (weights baked in as constants, as in the artifact), per batch size: warm-up,
+   then the median of many calls, timed in alternation, each ended by
+   `jax.block_until_ready`.
 """
 
 import argparse
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from export_model import VJP_ORDER, train_and_export
+from export_model import VJP_ORDER, inference_fn, train_and_export
 from jax import export
 from model import predict
 
@@ -127,9 +129,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer runs and sizes (< 20 s)")
     args = parser.parse_args()
     if args.quick:
-        runs, loads, batches, repeats = 3, 20, (1, 1000), 50
+        runs, loads, batches, calls_small = 3, 20, (1, 1000), 300
     else:
-        runs, loads, batches, repeats = 7, 100, (1, 100, 10_000, 100_000), 300
+        runs, loads, batches, calls_small = 7, 100, (1, 100, 10_000, 100_000), 1000
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -175,15 +177,26 @@ def main():
     print(f"ratio serve.py / model + jit: {ratio:.2f}x")
 
     print()
-    print(f"steady state, ms per call (median of {repeats} after warm-up):")
-    print(f"{'batch':>7} {'artifact':>10} {'jax.jit':>10} {'ratio':>7}")
+    print("steady state, ms per call (median of `calls` after warm-up):")
+    print("  jax.jit: jit(model.predict)(weights, x); baked: jit of the exported closure,")
+    print("  weights as constants like in the artifact; ratios: artifact / each")
+    print(
+        f"{'batch':>7} {'calls':>6} {'artifact':>10} {'jax.jit':>10} {'baked':>10} "
+        f"{'ratio':>7} {'ratio':>7}"
+    )
     served = jax.jit(exported.call)
     original = jax.jit(predict)
+    baked = jax.jit(inference_fn(shipped["params"]))
     params = shipped["params"]
     for batch in batches:
         x = np.random.default_rng(batch).uniform(-4, 4, (batch, 2)).astype(np.float32)
-        t_art, t_jit = median_seconds([(served, (x,)), (original, (params, x))], repeats)
-        print(f"{batch:>7} {t_art * 1e3:>10.4f} {t_jit * 1e3:>10.4f} {t_art / t_jit:>6.2f}x")
+        repeats = calls_small if batch <= 1000 else max(20, 2_000_000 // batch)
+        calls = [(served, (x,)), (original, (params, x)), (baked, (x,))]
+        t_art, t_jit, t_baked = median_seconds(calls, repeats)
+        print(
+            f"{batch:>7} {repeats:>6} {t_art * 1e3:>10.4f} {t_jit * 1e3:>10.4f} "
+            f"{t_baked * 1e3:>10.4f} {t_art / t_jit:>6.2f}x {t_art / t_baked:>6.2f}x"
+        )
 
 
 if __name__ == "__main__":

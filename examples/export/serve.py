@@ -318,20 +318,24 @@ class Classifier:
 
 
 def read_inputs(path, key):
+    """The array `key` from the .npz file `path`, with errors that name the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"inputs file {path} not found")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise ValueError(f"inputs file {path} is a bare .npy array, expected an .npz")
-            if key not in data.files:
-                raise ValueError(
-                    f"inputs file {path} has no array {key!r} (it has: {', '.join(data.files)})"
-                )
+        data = np.load(path, allow_pickle=False)
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+        raise ValueError(f"inputs file {path} is not a readable .npz file ({e})") from e
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"inputs file {path} holds a bare array, expected an .npz")
+    with data:
+        if key not in data.files:
+            found = ", ".join(data.files) or "nothing"
+            raise ValueError(f"inputs file {path} has no array {key!r} (it has: {found})")
+        try:
             return data[key]
-    except (OSError, EOFError, zipfile.BadZipFile) as e:
-        raise ValueError(f"inputs file {path} is not a readable .npz file: {e}") from e
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+            raise ValueError(f"inputs file {path}: array {key!r} is unreadable ({e})") from e
 
 
 def main(argv=None):

@@ -167,6 +167,22 @@ def test_jax_arrays_are_accepted(classifier, shipped):
     assert isinstance(got["labels"], np.ndarray)
 
 
+def test_read_inputs_names_the_problem(tmp_path):
+    np.savez(tmp_path / "ok.npz", x=request(3), other=request(2))
+    np.testing.assert_array_equal(serve.read_inputs(tmp_path / "ok.npz", "x"), request(3))
+    with pytest.raises(FileNotFoundError, match=r"inputs file .*missing\.npz not found"):
+        serve.read_inputs(tmp_path / "missing.npz", "x")
+    with pytest.raises(ValueError, match=r"has no array 'y' \(it has: x, other\)"):
+        serve.read_inputs(tmp_path / "ok.npz", "y")
+    np.save(tmp_path / "bare.npy", request(3))
+    with pytest.raises(ValueError, match="holds a bare array, expected an .npz"):
+        serve.read_inputs(tmp_path / "bare.npy", "x")
+    blob = (tmp_path / "ok.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ValueError, match=r"cut\.npz is not a readable \.npz file"):
+        serve.read_inputs(tmp_path / "cut.npz", "x")
+
+
 # --- damaged or missing files -----------------------------------------------------------------
 
 

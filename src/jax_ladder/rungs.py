@@ -52,7 +52,7 @@ LADDER: tuple[Rung, ...] = (
         6,
         "custom-partitioning",
         "teach the partitioner how an op shards",
-        instead="jax.experimental.custom_partitioning (template planned)",
+        template="custom-partitioning",
     ),
     Rung(
         7, "pallas", "write a TPU/GPU kernel", instead="jax.experimental.pallas (template planned)"

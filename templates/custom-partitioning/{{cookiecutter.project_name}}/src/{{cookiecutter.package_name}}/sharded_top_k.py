@@ -1,0 +1,214 @@
+"""Top-k over the last axis, partitioned by hand with custom_partitioning.
+
+Why: XLA's partitioner cannot split lax.top_k. Give it an input sharded over
+the batch or the items axis and it all-gathers the whole array onto every
+device, then computes the same answer everywhere. The rule below keeps the
+input where it is:
+
+- batch-sharded rows are independent: each device runs top-k on its rows;
+{%- if cookiecutter.sharded_axes == "batch,items" %}
+- items-sharded rows: each device takes the top k of its slice, and only those
+  k candidates per shard (values and global indices) are all-gathered and
+  merged: k * shards numbers per row move instead of the whole row.
+{%- else %}
+- the items axis must be whole on each device: if it arrives sharded, the
+  partitioner gathers it (set sharded_axes=batch,items to avoid that).
+{%- endif %}
+{%- if cookiecutter.normalize == "softmax" %}
+- softmax needs the row's max and sum of exponentials: with items sharded
+  that is a pmax and a psum of one number per row across the item shards.
+{%- endif %}
+
+custom_partitioning has no autodiff rule, so top_k is a jax.custom_vjp whose
+forward and backward are each a custom_partitioning op; the backward is a
+scatter that every shard does locally, with no collectives.
+
+Under Shardy (the default partitioner) each op needs a sharding_rule, an
+einsum-like description of how operand and result dimensions relate.
+"""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "False" }}  # keep the items axis sharded
+SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}  # values are softmax probabilities
+
+
+def top_k(x, k: int):
+    """The k largest entries of each row of x (batch, items), largest first.
+
+    Returns (values, indices), each (batch, k), sharded like x's batch axis and
+    replicated over the rest. Ties go to the lower index, as in lax.top_k.
+    Differentiable with respect to x (reverse mode).
+    """
+    x = jnp.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"top_k expects x of shape (batch, items), got {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"top_k expects a floating-point x, got {x.dtype}")
+    if not isinstance(k, int) or not 1 <= k <= x.shape[1]:
+        raise ValueError(f"k must be an int in [1, {x.shape[1]}] (the number of items), got {k!r}")
+    return _top_k(x, k)
+
+
+# --- which axes stay sharded ------------------------------------------------
+
+
+def _axes(sharding, shape, k):
+    """The mesh axes to keep on (batch, items), from the operand's sharding.
+
+    The items axis stays sharded only when every shard holds at least k items
+    and the shards are equal: XLA pads uneven shards, and padding must never
+    win a top-k. Otherwise the rule asks for the items axis whole.
+    """
+    spec = tuple(sharding.spec) + (None, None)
+    batch_axes, item_axes = spec[0], spec[1]
+    if item_axes is not None:
+        shards = _size(sharding.mesh, item_axes)
+        if not SHARD_ITEMS or shape[1] % shards or shape[1] // shards < k:
+            item_axes = None
+    return batch_axes, item_axes
+
+
+def _size(mesh, axes):
+    names = (axes,) if isinstance(axes, str) else axes
+    size = 1
+    for name in names:
+        size *= mesh.shape[name]
+    return size
+
+
+def _item_offset(item_axes, local_items):
+    """Global index of this shard's first item."""
+    if item_axes is None:
+        return 0
+    return jax.lax.axis_index(item_axes) * local_items
+
+
+# --- forward: top-k of each shard, merged across item shards -----------------
+
+
+@partial(custom_partitioning, static_argnums=(1,))
+def _top_k_fwd_op(x, k):
+    values, indices = jax.lax.top_k(x, k)
+    return _finish(x, values, indices, item_axes=None)
+
+
+def _finish(x, values, indices, item_axes):
+    """Softmax of the top-k values when asked; also returns the row's
+    log-sum-exp for the backward pass (zeros, unused, without softmax)."""
+    if not SOFTMAX:
+        return values, indices, jnp.zeros(x.shape[:1], x.dtype)
+    if item_axes is None:
+        lse = jax.nn.logsumexp(x, axis=-1)
+    else:  # one max and one sum per row across the item shards
+        row_max = jax.lax.pmax(jnp.max(x, axis=-1), item_axes)
+        total = jax.lax.psum(jnp.sum(jnp.exp(x - row_max[:, None]), axis=-1), item_axes)
+        lse = row_max + jnp.log(total)
+    return jnp.exp(values - lse[:, None]), indices, lse
+
+
+def _partition_fwd(k, mesh, arg_shapes, result_shape):
+    x_shape = arg_shapes[0]
+    mesh = x_shape.sharding.mesh
+    batch_axes, item_axes = _axes(x_shape.sharding, x_shape.shape, k)
+    rows = NamedSharding(mesh, P(batch_axes, None))
+
+    def per_shard(x):
+        values, indices = jax.lax.top_k(x, k)
+        indices = indices + _item_offset(item_axes, x.shape[1])
+        if item_axes is not None:
+            # Merge: every shard's k candidates, in shard order, then top k
+            # again. Ties keep the lower shard, hence the lower global index.
+            values = jax.lax.all_gather(values, item_axes, axis=1, tiled=True)
+            indices = jax.lax.all_gather(indices, item_axes, axis=1, tiled=True)
+            values, best = jax.lax.top_k(values, k)
+            indices = jnp.take_along_axis(indices, best, axis=1)
+        return _finish(x, values, indices, item_axes)
+
+    operand = NamedSharding(mesh, P(batch_axes, item_axes))
+    results = (rows, rows, NamedSharding(mesh, P(batch_axes)))
+    return mesh, per_shard, results, (operand,)
+
+
+_top_k_fwd_op.def_partition(
+    partition=_partition_fwd,
+    sharding_rule="b n -> b k, b k, b",
+    need_replication_factors=() if SHARD_ITEMS else ("n",),
+)
+
+
+# --- backward: scatter the cotangent into each shard's own items -------------
+
+
+@custom_partitioning
+def _top_k_bwd_op(x, indices, cotangent, values, lse):
+    return _scatter_grad(x, indices, cotangent, values, lse, offset=0)
+
+
+def _scatter_grad(x, indices, cotangent, values, lse, offset):
+    """d(loss)/dx for this block of x, given the cotangent of the top-k values."""
+    if SOFTMAX:
+        # values_j = exp(x[i_j] - lse): d values_j / dx = values_j * (onehot(i_j) - p)
+        cotangent = cotangent * values
+    local = indices - offset
+    # Items of other shards go to an out-of-range position and are dropped.
+    # (Negative positions would wrap around, so they must not reach the scatter.)
+    local = jnp.where((local >= 0) & (local < x.shape[1]), local, x.shape[1])
+    rows = jnp.arange(x.shape[0])[:, None]
+    grad = jnp.zeros_like(x).at[rows, local].add(cotangent, mode="drop")
+    if SOFTMAX:
+        p = jnp.exp(x - lse[:, None])
+        grad = grad - p * jnp.sum(cotangent, axis=1, keepdims=True)
+    return grad
+
+
+def _partition_bwd(mesh, arg_shapes, result_shape):
+    x_shape = arg_shapes[0]
+    mesh = x_shape.sharding.mesh
+    k = arg_shapes[1].shape[1]
+    batch_axes, item_axes = _axes(x_shape.sharding, x_shape.shape, k)
+    block = NamedSharding(mesh, P(batch_axes, item_axes))
+    rows = NamedSharding(mesh, P(batch_axes, None))
+
+    def per_shard(x, indices, cotangent, values, lse):
+        offset = _item_offset(item_axes, x.shape[1])
+        return _scatter_grad(x, indices, cotangent, values, lse, offset)
+
+    operands = (block, rows, rows, rows, NamedSharding(mesh, P(batch_axes)))
+    return mesh, per_shard, block, operands
+
+
+_top_k_bwd_op.def_partition(
+    partition=_partition_bwd,
+    sharding_rule="b n, b k, b k, b k, b -> b n",
+    need_replication_factors=() if SHARD_ITEMS else ("n",),
+)
+
+
+# --- the differentiable op ------------------------------------------------------
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _top_k(x, k):
+    values, indices, _ = _top_k_fwd_op(x, k)
+    return values, indices
+
+
+def _top_k_fwd(x, k):
+    values, indices, lse = _top_k_fwd_op(x, k)
+    return (values, indices), (x, indices, values, lse)
+
+
+def _top_k_bwd(k, residuals, cotangents):
+    x, indices, values, lse = residuals
+    cotangent_values, _ = cotangents  # the integer indices have no cotangent
+    return (_top_k_bwd_op(x, indices, cotangent_values.astype(x.dtype), values, lse),)
+
+
+_top_k.defvjp(_top_k_fwd, _top_k_bwd)

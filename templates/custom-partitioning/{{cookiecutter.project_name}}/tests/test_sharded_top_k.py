@@ -1,0 +1,223 @@
+"""The sharded op against the plain-JAX reference on 8 simulated CPU devices:
+values, indices, gradients, output sharding, and the compiled programs'
+collectives, which prove the rule is used."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jax.test_util import check_grads
+
+from {{ cookiecutter.package_name }} import top_k, top_k_reference
+from {{ cookiecutter.package_name }}.hlo import collectives, compiled_text
+from {{ cookiecutter.package_name }}.sharded_top_k import SHARD_ITEMS, SOFTMAX
+
+from oracle import assert_close, rtol_for, top_k_f64, top_k_vjp_f64
+
+# (batch devices, item devices): 8 either way, both 2-D splits, and one device.
+MESH_SHAPES = [(8, 1), (1, 8), (4, 2), (2, 4), (1, 1)]
+SPECS = [P(), P("batch", None), P(None, "items"), P("batch", "items")]
+K = 4
+
+
+def make_mesh(shape):
+    # Auto axes: custom_partitioning does not run under Explicit axes, the
+    # default of jax.make_mesh since JAX 0.9.
+    devices = jax.devices()[: shape[0] * shape[1]]
+    return jax.make_mesh(
+        shape, ("batch", "items"), axis_types=(AxisType.Auto,) * 2, devices=devices
+    )
+
+
+def place(rng, mesh, spec, shape=(16, 1024), dtype="float32"):
+    x = rng.standard_normal(shape).astype(dtype)
+    return x, jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def ops(k=K):
+    def values_and_indices(x):
+        return top_k(x, k)
+
+    def loss(x, cotangent):
+        return jnp.sum(cotangent * top_k(x, k)[0])
+
+    return values_and_indices, loss
+
+
+def shards(mesh, axis):
+    return mesh.shape[axis]
+
+
+def check_against_oracles(x_host, values, indices, k=K):
+    want_values, want_indices = top_k_f64(x_host, k)
+    np.testing.assert_array_equal(indices, want_indices)
+    reference_values, _ = top_k_reference(jnp.asarray(x_host), k)
+    assert_close(values, reference_values, rtol_for(x_host.dtype))
+    assert_close(values, want_values, rtol_for(x_host.dtype))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+@pytest.mark.parametrize("mesh_shape", MESH_SHAPES, ids=str)
+def test_values_and_indices_match_reference(rng, mesh_shape, spec):
+    mesh = make_mesh(mesh_shape)
+    with jax.set_mesh(mesh):
+        x_host, x = place(rng, mesh, spec)
+        values, indices = jax.jit(ops()[0])(x)
+    check_against_oracles(x_host, values, indices)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+@pytest.mark.parametrize("mesh_shape", [(2, 4), (8, 1), (1, 8)], ids=str)
+def test_gradients_match_reference(rng, mesh_shape, spec):
+    mesh = make_mesh(mesh_shape)
+    with jax.set_mesh(mesh):
+        x_host, x = place(rng, mesh, spec)
+        cotangent = rng.standard_normal((x.shape[0], K)).astype(np.float32)
+        grad = jax.jit(jax.grad(ops()[1]))(x, cotangent)
+    assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), 10 * rtol_for("float32"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float64_and_k_edges(rng, dtype):
+    mesh = make_mesh((2, 4))
+    with jax.set_mesh(mesh):
+        for k in (1, 256, 257, 1024):  # 256 items per shard: k above that needs whole rows
+            x_host, x = place(rng, mesh, P("batch", "items"), dtype=dtype)
+            values, indices = jax.jit(ops(k)[0])(x)
+            check_against_oracles(x_host, values, indices, k)
+
+
+@pytest.mark.parametrize("shape", [(6, 1024), (16, 1001)], ids=str)
+def test_uneven_sizes(rng, shape):
+    # 6 rows on 4 batch shards, 1001 items on 2 item shards: XLA pads the
+    # shards; padded rows are dropped, and uneven items fall back to whole rows.
+    mesh = make_mesh((4, 2))
+    sharding = NamedSharding(mesh, P("batch", "items"))
+    x_host = rng.standard_normal(shape).astype(np.float32)
+    cotangent = rng.standard_normal((shape[0], K)).astype(np.float32)
+
+    def loss_and_outputs(x):
+        x = jax.lax.with_sharding_constraint(x, sharding)
+        values, indices = top_k(x, K)
+        return jnp.sum(cotangent * values), (values, indices)
+
+    step = jax.jit(jax.value_and_grad(loss_and_outputs, has_aux=True))
+    with jax.set_mesh(mesh):
+        (_, (values, indices)), grad = step(jnp.asarray(x_host))
+    check_against_oracles(x_host, values, indices)
+    assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), 10 * rtol_for("float32"))
+
+
+def test_output_sharding_is_the_one_the_rule_promises(rng):
+    mesh = make_mesh((2, 4))
+    with jax.set_mesh(mesh):
+        for spec, promised in [
+            (P("batch", "items"), P("batch", None)),
+            (P("batch", None), P("batch", None)),
+            (P(None, "items"), P(None, None)),
+        ]:
+            _, x = place(rng, mesh, spec)
+            for out in jax.jit(ops()[0])(x):
+                assert out.sharding.is_equivalent_to(NamedSharding(mesh, promised), 2), spec
+
+
+# --- the compiled programs: the proof that the rule is used --------------------
+
+
+def allowed_collectives(mesh, spec, x, k=K):
+    """What the rule may communicate for this input: (op, largest bytes) pairs."""
+    batch_axis, item_axis = (tuple(spec) + (None, None))[:2]
+    batch = shards(mesh, "batch") if batch_axis else 1
+    items = shards(mesh, "items") if item_axis else 1
+    rows = x.shape[0] // batch
+    if items == 1:
+        return {}
+    if not SHARD_ITEMS:  # the rule asks for whole rows: the items axis is gathered
+        return {"all-gather": x.nbytes // batch}
+    allowed = {"all-gather": rows * k * items * 8}  # k candidates per shard, value + index
+    if SOFTMAX:
+        allowed["all-reduce"] = rows * x.dtype.itemsize  # row max, then row sum
+    return allowed
+
+
+@pytest.mark.parametrize("differentiate", [False, True], ids=["forward", "grad"])
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+def test_only_the_collectives_the_math_needs(rng, spec, differentiate):
+    mesh = make_mesh((2, 4))
+    with jax.set_mesh(mesh):
+        _, x = place(rng, mesh, spec)
+        cotangent = jnp.ones((x.shape[0], K), x.dtype)
+        fn = (lambda x: jax.grad(ops()[1])(x, cotangent)) if differentiate else ops()[0]
+        found = collectives(compiled_text(fn, x))
+    allowed = allowed_collectives(mesh, spec, x)
+    for collective in found:
+        assert collective.op in allowed, f"unexpected {collective} for {spec}"
+        assert collective.bytes <= allowed[collective.op], f"{collective} moves too much"
+    assert {c.op for c in found} == set(allowed), (found, allowed)
+
+
+@pytest.mark.parametrize("spec", [P("batch", None), P("batch", "items")], ids=str)
+def test_without_the_rule_xla_gathers_the_whole_array(rng, spec):
+    mesh = make_mesh((2, 4))
+    with jax.set_mesh(mesh):
+        _, x = place(rng, mesh, spec)
+        found = collectives(compiled_text(lambda x: top_k_reference(x, K), x))
+    largest = max((c.bytes for c in found if c.op == "all-gather"), default=0)
+    assert largest >= x.nbytes // shards(mesh, "batch"), found
+
+
+# --- transforms --------------------------------------------------------------------
+
+
+def test_check_grads_reverse_order_1(rng):
+    x = jnp.asarray(rng.standard_normal((4, 32)))
+    check_grads(lambda x: top_k(x, 3)[0], (x,), order=1, modes=["rev"])
+
+
+def test_second_order_is_not_available(rng):
+    # The backward pass is itself a custom_partitioning op, which JAX cannot
+    # differentiate. Wrap it in another custom_vjp if you need higher orders.
+    x = jnp.asarray(rng.standard_normal((4, 32)))
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'custom_partitioning'"):
+        check_grads(lambda x: top_k(x, 3)[0], (x,), order=2, modes=["rev"])
+
+
+def test_vmap_is_not_available(rng):
+    # custom_partitioning has no batching rule: fold extra axes into batch.
+    xs = jnp.asarray(rng.standard_normal((3, 4, 32)), jnp.float32)
+    with pytest.raises(NotImplementedError, match="Batching rule for 'custom_partitioning'"):
+        jax.vmap(lambda x: top_k(x, 2))(xs)
+    folded = top_k(xs.reshape(12, 32), 2)[0].reshape(3, 4, 2)
+    assert_close(folded, top_k_f64(xs.reshape(12, 32), 2)[0].reshape(3, 4, 2), rtol_for("float32"))
+
+
+def test_sharded_export_is_not_available(rng):
+    # The partition callback is Python: an exported sharded program would need
+    # it at run time, and jax.export cannot serialize it.
+    mesh = make_mesh((2, 4))
+    sharding = NamedSharding(mesh, P("batch", "items"))
+    spec = jax.ShapeDtypeStruct((16, 1024), jnp.float32, sharding=sharding)
+    with jax.set_mesh(mesh):
+        with pytest.raises(NotImplementedError, match="serialization of host_callbacks"):
+            export.export(jax.jit(ops()[0], in_shardings=sharding))(spec)
+
+
+# --- bad input -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "k", "error", "message"),
+    [
+        (np.ones(8, np.float32), 2, ValueError, "shape \\(batch, items\\)"),
+        (np.ones((2, 8), np.int32), 2, TypeError, "floating-point"),
+        (np.ones((2, 8), np.float32), 0, ValueError, "k must be an int in \\[1, 8\\]"),
+        (np.ones((2, 8), np.float32), 9, ValueError, "k must be an int in \\[1, 8\\]"),
+        (np.ones((2, 8), np.float32), 2.0, ValueError, "k must be an int"),
+    ],
+)
+def test_bad_input_raises_clear_error(x, k, error, message):
+    with pytest.raises(error, match=message):
+        top_k(x, k)
