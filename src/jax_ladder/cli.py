@@ -12,7 +12,7 @@ from jax_ladder import __version__
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, template_dir
 from jax_ladder.runner import run_project_tests
-from jax_ladder.scaffold import scaffold
+from jax_ladder.scaffold import GenerationError, scaffold
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"jax-ladder: error: {err}", file=sys.stderr)
         return 2
+    except GenerationError as err:
+        print(f"jax-ladder: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("jax-ladder: interrupted", file=sys.stderr)
         return 130

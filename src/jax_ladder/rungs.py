@@ -54,9 +54,7 @@ LADDER: tuple[Rung, ...] = (
         "teach the partitioner how an op shards",
         template="custom-partitioning",
     ),
-    Rung(
-        7, "pallas", "write a TPU/GPU kernel", instead="jax.experimental.pallas (template planned)"
-    ),
+    Rung(7, "pallas", "write a TPU/GPU kernel", template="pallas"),
     Rung(8, "ffi", "call C++/CUDA through the XLA FFI", instead="jax.ffi (template planned)"),
     Rung(
         9,

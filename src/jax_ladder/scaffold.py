@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,11 +43,22 @@ def scaffold(
             f"{str(target)!r} already exists; remove it, or choose another --name or --output-dir"
         )
     output_dir.mkdir(parents=True, exist_ok=True)
-    project = cookiecutter(
-        str(template),
-        no_input=True,
-        extra_context={k: v for k, v in context.items()},
-        output_dir=str(output_dir),
-        overwrite_if_exists=False,
-    )
+    try:
+        project = cookiecutter(
+            str(template),
+            no_input=True,
+            extra_context=dict(context),
+            output_dir=str(output_dir),
+            overwrite_if_exists=False,
+        )
+    except Exception as err:
+        # Never leave a half-written project behind.
+        shutil.rmtree(target, ignore_errors=True)
+        raise GenerationError(
+            f"generating {rung.name} failed ({type(err).__name__}: {err}); nothing was written"
+        ) from err
     return Path(project)
+
+
+class GenerationError(Exception):
+    """The template itself failed to render: a bug in the kit, not bad input."""

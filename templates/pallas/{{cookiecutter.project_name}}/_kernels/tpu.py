@@ -1,0 +1,148 @@
+"""The Pallas kernel for TPU (Mosaic TPU): a tiled matmul with an optional
+fused bias + GELU epilogue.
+
+Memory hierarchy: the operands live in HBM; each grid step the BlockSpecs
+copy one (block_m, block_k) tile of a and one (block_k, block_n) tile of b
+into VMEM (Pallas double-buffers these copies behind the compute), the MXU
+multiplies them, and a float32 accumulator in VMEM scratch carries the sum
+across the k axis of the grid. The epilogue runs once, on the last k step,
+while the tile is still in VMEM: that is the fusion XLA may not give you.
+
+Grid (i, j, kk): i and j pick the output tile and are independent
+("parallel": Megacore chips split them across cores); kk walks the reduction
+and must run in order ("arbitrary").
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+BACKEND = "tpu"
+# 128 fills the MXU's 128x128 systolic array on every TPU generation; try 256
+# or 512 on v5p/v6e when the tiles still fit VMEM (3 tiles, double-buffered).
+DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 128}
+
+
+def check_block(name, block, array_shape):
+    """Mosaic TPU tiles memory as (8, 128): each block's last two dimensions
+    must be divisible by 8 and 128 respectively, or span the whole array."""
+    tail = zip(block[-2:], array_shape[-2:], (8, 128), strict=True)
+    for axis, (size, full, unit) in enumerate(tail):
+        if size != full and size % unit:
+            raise ValueError(
+                f"block {block} of {name} {tuple(array_shape)} is invalid on TPU: dimension "
+                f"{axis - 2} must be a multiple of {unit} or equal {full}, got {size}"
+            )
+
+
+def matmul(
+    a,
+    b,
+    bias,
+    *,
+    block_m,
+    block_n,
+    block_k,
+    activation,
+    transpose_a=False,
+    transpose_b=False,
+    return_preactivation=False,
+    interpret=None,
+):
+    """op(a) @ op(b) [+ bias] [-> gelu], where op transposes when asked.
+
+    Returns the output, and also the float32 pre-activation when asked (the
+    backward pass needs it). Blocks are clamped to the array and validated
+    before anything is lowered.
+    """
+    m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
+    n = b.shape[0] if transpose_b else b.shape[1]
+    bm, bn, bk = min(block_m, m), min(block_n, n), min(block_k, k)
+    a_block, a_index = (
+        ((bk, bm), lambda i, j, kk: (kk, i))
+        if transpose_a
+        else ((bm, bk), lambda i, j, kk: (i, kk))
+    )
+    b_block, b_index = (
+        ((bn, bk), lambda i, j, kk: (j, kk))
+        if transpose_b
+        else ((bk, bn), lambda i, j, kk: (kk, j))
+    )
+    check_block("a", a_block, a.shape)
+    check_block("b", b_block, b.shape)
+    check_block("output", (bm, bn), (m, n))
+    in_specs = [pl.BlockSpec(a_block, a_index), pl.BlockSpec(b_block, b_index)]
+    operands = [a, b]
+    if bias is not None:
+        in_specs.append(pl.BlockSpec((1, bn), lambda i, j, kk: (0, j)))
+        operands.append(bias.reshape(1, n))
+    out_spec = pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j))
+    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype)]
+    if return_preactivation:
+        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32))
+    kernel = functools.partial(
+        _kernel,
+        k_total=k,
+        block_k=bk,
+        has_bias=bias is not None,
+        activation=activation,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+    )
+    outputs = pl.pallas_call(
+        kernel,
+        grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), pl.cdiv(k, bk)),
+        in_specs=in_specs,
+        out_specs=[out_spec] * len(out_shape),
+        out_shape=out_shape,
+        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "arbitrary")
+        ),
+        interpret=_interpret(interpret),
+    )(*operands)
+    return tuple(outputs) if return_preactivation else outputs[0]
+
+
+def _interpret(interpret):
+    """Run the kernel for real on a TPU, interpreted (on the CPU) elsewhere."""
+    if interpret is None:
+        return jax.default_backend() != "tpu"
+    return interpret
+
+
+def _kernel(a_ref, b_ref, *refs, k_total, block_k, has_bias, activation, transpose_a, transpose_b):
+    bias_ref = refs[0] if has_bias else None
+    out_refs, acc_ref = refs[int(has_bias) : -1], refs[-1]
+    kk = pl.program_id(2)
+
+    @pl.when(kk == 0)
+    def _init():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    a, b = a_ref[...], b_ref[...]
+    if k_total % block_k:
+        # The last k tile hangs over the edge of the arrays: what it reads
+        # there is undefined (NaN in interpret mode), so zero both operands.
+        a_axis, b_axis = (0 if transpose_a else 1), (1 if transpose_b else 0)
+        a_pos = kk * block_k + jax.lax.broadcasted_iota(jnp.int32, a.shape, a_axis)
+        b_pos = kk * block_k + jax.lax.broadcasted_iota(jnp.int32, b.shape, b_axis)
+        a = jnp.where(a_pos < k_total, a, 0)
+        b = jnp.where(b_pos < k_total, b, 0)
+    contract = (((0 if transpose_a else 1,), (1 if transpose_b else 0,)), ((), ()))
+    acc_ref[...] += jax.lax.dot_general(a, b, contract, preferred_element_type=jnp.float32)
+
+    @pl.when(kk == pl.num_programs(2) - 1)
+    def _epilogue():
+        # Rows and columns past the edge of m and n are computed but never
+        # written back: Pallas drops the out-of-bounds part of edge tiles.
+        z = acc_ref[...]
+        if has_bias:
+            z = z + bias_ref[...].astype(jnp.float32)
+        y = jax.nn.gelu(z, approximate=True) if activation == "gelu" else z
+        out_refs[0][...] = y.astype(out_refs[0].dtype)
+        if len(out_refs) > 1:
+            out_refs[1][...] = z
