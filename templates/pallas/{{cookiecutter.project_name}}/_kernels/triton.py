@@ -1,0 +1,161 @@
+"""The Pallas kernel for GPUs through Triton: a tiled matmul with an optional
+fused bias + GELU epilogue.
+
+DEPRECATED BACKEND: Pallas's Triton lowering is deprecated since JAX 0.11 in
+favour of Mosaic GPU (generate with backend=mosaic_gpu for Hopper and newer).
+It still runs on older GPUs (Ampere, Ada), which is the reason to pick it.
+
+Model: each program instance (one per (i, j) in the grid) owns one
+(block_m, block_n) output tile. It walks the k axis in block_k steps, loading
+a tile of each operand from global memory into registers/shared memory
+(Triton decides), multiplying on the tensor cores, and accumulating in float32
+registers. There is no scratch memory and no sequential grid axis: the k loop
+lives inside the kernel. Edges are handled with masked loads (zeros) and
+masked stores.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
+
+BACKEND = "triton"
+DEFAULT_BLOCKS = {"block_m": 64, "block_n": 64, "block_k": 32}
+COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=3)
+
+
+def check_block(name, block, array_shape):
+    """Triton needs every array in the kernel to have power-of-two sizes, and
+    its dot needs at least 16 along each dimension."""
+    for size in block:
+        if size < 16 or size & (size - 1):
+            raise ValueError(
+                f"block {block} of {name} {tuple(array_shape)} is invalid on Triton: "
+                f"every block size must be a power of two >= 16, got {size}"
+            )
+
+
+def matmul(
+    a,
+    b,
+    bias,
+    *,
+    block_m,
+    block_n,
+    block_k,
+    activation,
+    transpose_a=False,
+    transpose_b=False,
+    return_preactivation=False,
+    interpret=None,
+):
+    """op(a) @ op(b) [+ bias] [-> gelu], where op transposes when asked.
+
+    Returns the output, and also the float32 pre-activation when asked (the
+    backward pass needs it). Blocks are validated before anything is lowered;
+    unlike TPU blocks they are not clamped: masks handle arrays smaller than
+    a block.
+    """
+    m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
+    n = b.shape[0] if transpose_b else b.shape[1]
+    check_block("a", (block_k, block_m) if transpose_a else (block_m, block_k), a.shape)
+    check_block("b", (block_n, block_k) if transpose_b else (block_k, block_n), b.shape)
+    check_block("output", (block_m, block_n), (m, n))
+    operands = [a, b] if bias is None else [a, b, bias]
+    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype)]
+    if return_preactivation:
+        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32))
+    kernel = functools.partial(
+        _kernel,
+        sizes=(m, n, k),
+        blocks=(block_m, block_n, block_k),
+        has_bias=bias is not None,
+        activation=activation,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+    )
+    whole = pl.BlockSpec(memory_space=pl.ANY)  # the kernel indexes global memory itself
+    outputs = pl.pallas_call(
+        kernel,
+        grid=(pl.cdiv(m, block_m), pl.cdiv(n, block_n)),
+        in_specs=[whole] * len(operands),
+        out_specs=[whole] * len(out_shape),
+        out_shape=out_shape,
+        compiler_params=COMPILER_PARAMS,
+        interpret=_interpret(interpret),
+    )(*operands)
+    return tuple(outputs) if return_preactivation else outputs[0]
+
+
+def _interpret(interpret):
+    """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere."""
+    if interpret is None:
+        return jax.default_backend() != "gpu"
+    return interpret
+
+
+def _kernel(a_ref, b_ref, *refs, sizes, blocks, has_bias, activation, transpose_a, transpose_b):
+    m, n, k = sizes
+    block_m, block_n, block_k = blocks
+    bias_ref = refs[0] if has_bias else None
+    out_refs = refs[int(has_bias) :]
+    i, j = pl.program_id(0), pl.program_id(1)
+    rows = i * block_m + jnp.arange(block_m)
+    cols = j * block_n + jnp.arange(block_n)
+
+    def tile(ref, row_start, row_size, col_start, col_size, valid):
+        view = ref.at[pl.ds(row_start, row_size), pl.ds(col_start, col_size)]
+        return plt.load(view, mask=valid, other=0)
+
+    def step(kk, acc):
+        ks = kk * block_k + jnp.arange(block_k)
+        if transpose_a:  # a is (k, m): load a (block_k, block_m) tile
+            a = tile(
+                a_ref,
+                kk * block_k,
+                block_k,
+                i * block_m,
+                block_m,
+                (ks[:, None] < k) & (rows[None, :] < m),
+            )
+        else:
+            a = tile(
+                a_ref,
+                i * block_m,
+                block_m,
+                kk * block_k,
+                block_k,
+                (rows[:, None] < m) & (ks[None, :] < k),
+            )
+        if transpose_b:  # b is (n, k): load a (block_n, block_k) tile
+            b = tile(
+                b_ref,
+                j * block_n,
+                block_n,
+                kk * block_k,
+                block_k,
+                (cols[:, None] < n) & (ks[None, :] < k),
+            )
+        else:
+            b = tile(
+                b_ref,
+                kk * block_k,
+                block_k,
+                j * block_n,
+                block_n,
+                (ks[:, None] < k) & (cols[None, :] < n),
+            )
+        return acc + plt.dot(a, b, trans_a=transpose_a, trans_b=transpose_b)
+
+    z = jax.lax.fori_loop(0, pl.cdiv(k, block_k), step, jnp.zeros((block_m, block_n), jnp.float32))
+    if has_bias:
+        bias = plt.load(bias_ref.at[pl.ds(j * block_n, block_n)], mask=cols < n, other=0)
+        z = z + bias.astype(jnp.float32)[None, :]
+    y = jax.nn.gelu(z, approximate=True) if activation == "gelu" else z
+    inside = (rows[:, None] < m) & (cols[None, :] < n)
+    out_tile = pl.ds(i * block_m, block_m), pl.ds(j * block_n, block_n)
+    plt.store(out_refs[0].at[out_tile], y.astype(out_refs[0].dtype), mask=inside)
+    if len(out_refs) > 1:
+        plt.store(out_refs[1].at[out_tile], z, mask=inside)
