@@ -17,9 +17,10 @@ from jax_ladder.rungs import available
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
 
-# Jinja left in output: {% ... %}, {# ... #}, or {{ ... }} that is not a
-# GitHub Actions expression ${{ ... }}.
-JINJA = re.compile(r"\{%|%\}|\{#|#\}|(?<!\$)\{\{|cookiecutter\.")
+# Jinja left in output: the opening of {% ... %}, {# ... #}, or {{ ... }} that
+# is not a GitHub Actions expression ${{ ... }}. (Closing tokens alone are
+# legitimate Python: f"{x:.0%}".)
+JINJA = re.compile(r"\{%|\{#|(?<!\$)\{\{|cookiecutter\.")
 
 
 def assert_lint_clean(project):
