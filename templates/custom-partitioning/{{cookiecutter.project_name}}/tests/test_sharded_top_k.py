@@ -111,6 +111,18 @@ def test_uneven_sizes(rng, shape):
     assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), 10 * rtol_for("float32"))
 
 
+def test_numpy_input_under_a_mesh(rng):
+    # No NamedSharding anywhere in the program: the rule must still work
+    # (it falls back to whole, replicated operands).
+    x_host = rng.standard_normal((16, 64)).astype(np.float32)
+    cotangent = rng.standard_normal((16, K)).astype(np.float32)
+    with jax.set_mesh(make_mesh((2, 4))):
+        values, indices = jax.jit(ops()[0])(x_host)
+        grad = jax.jit(jax.grad(ops()[1]))(x_host, cotangent)
+    check_against_oracles(x_host, values, indices)
+    assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), 10 * rtol_for("float32"))
+
+
 def test_output_sharding_is_the_one_the_rule_promises(rng):
     mesh = make_mesh((2, 4))
     with jax.set_mesh(mesh):

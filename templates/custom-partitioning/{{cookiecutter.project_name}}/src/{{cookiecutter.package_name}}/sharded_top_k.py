@@ -31,8 +31,9 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "False" }}  # keep the items axis sharded
@@ -59,20 +60,27 @@ def top_k(x, k: int):
 # --- which axes stay sharded ------------------------------------------------
 
 
-def _axes(sharding, shape, k):
-    """The mesh axes to keep on (batch, items), from the operand's sharding.
+def _mesh_and_axes(sharding, shape, k):
+    """The mesh, and the mesh axes to keep on (batch, items), from the
+    operand's sharding.
 
     The items axis stays sharded only when every shard holds at least k items
     and the shards are equal: XLA pads uneven shards, and padding must never
     win a top-k. Otherwise the rule asks for the items axis whole.
     """
+    if not isinstance(sharding, NamedSharding):
+        # The program names no mesh (e.g. a NumPy input under jax.set_mesh):
+        # the callback then gets a sharding without axis names, so there is
+        # nothing to keep sharded. Whole, replicated operands are always right.
+        devices = sorted(sharding.device_set, key=lambda device: device.id)
+        return Mesh(np.array(devices), ("devices",)), None, None
     spec = tuple(sharding.spec) + (None, None)
     batch_axes, item_axes = spec[0], spec[1]
     if item_axes is not None:
         shards = _size(sharding.mesh, item_axes)
         if not SHARD_ITEMS or shape[1] % shards or shape[1] // shards < k:
             item_axes = None
-    return batch_axes, item_axes
+    return sharding.mesh, batch_axes, item_axes
 
 
 def _size(mesh, axes):
@@ -115,8 +123,7 @@ def _finish(x, values, indices, item_axes):
 
 def _partition_fwd(k, mesh, arg_shapes, result_shape):
     x_shape = arg_shapes[0]
-    mesh = x_shape.sharding.mesh
-    batch_axes, item_axes = _axes(x_shape.sharding, x_shape.shape, k)
+    mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     rows = NamedSharding(mesh, P(batch_axes, None))
 
     def per_shard(x):
@@ -170,9 +177,8 @@ def _scatter_grad(x, indices, cotangent, values, lse, offset):
 
 def _partition_bwd(mesh, arg_shapes, result_shape):
     x_shape = arg_shapes[0]
-    mesh = x_shape.sharding.mesh
     k = arg_shapes[1].shape[1]
-    batch_axes, item_axes = _axes(x_shape.sharding, x_shape.shape, k)
+    mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     block = NamedSharding(mesh, P(batch_axes, item_axes))
     rows = NamedSharding(mesh, P(batch_axes, None))
 
