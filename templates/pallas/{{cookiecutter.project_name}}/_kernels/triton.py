@@ -2,7 +2,7 @@
 fused bias + GELU epilogue.
 
 DEPRECATED BACKEND: Pallas's Triton lowering is deprecated since JAX 0.11 in
-favour of Mosaic GPU (generate with backend=mosaic_gpu for Hopper and newer).
+favour of Mosaic GPU (generate with backend=mosaic_gpu for Hopper GPUs).
 It still runs on older GPUs (Ampere, Ada), which is the reason to pick it.
 
 Model: each program instance (one per (i, j) in the grid) owns one
