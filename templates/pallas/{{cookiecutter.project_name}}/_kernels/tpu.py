@@ -21,8 +21,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 BACKEND = "tpu"
-# 128 fills the MXU's 128x128 systolic array on every TPU generation; try 256
-# or 512 on v5p/v6e when the tiles still fit VMEM (3 tiles, double-buffered).
+# 128 matches the 128x128 MXUs of v4/v5; v6e's are 256x256, so try 256 there
+# when the tiles still fit VMEM (3 tiles, double-buffered).
 DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 128}
 
 
