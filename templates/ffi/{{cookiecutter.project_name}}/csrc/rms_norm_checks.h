@@ -1,0 +1,117 @@
+// Argument checks shared by the CPU and CUDA handlers.
+//
+// XLA checks nothing for us: the FFI hands over whatever buffers the caller
+// declared. A result shape that disagrees with the input is not an error
+// anywhere else, so the handler must refuse it, or it would read or write out
+// of bounds. Every failure is an InvalidArgument error whose message names the
+// problem; JAX raises it in Python as jax.errors.JaxRuntimeError.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace rms_norm {
+
+namespace ffi = xla::ffi;
+
+inline std::string dtype_name(ffi::DataType dtype) {
+  switch (dtype) {
+    case ffi::DataType::F32: return "float32";
+    case ffi::DataType::F64: return "float64";
+    case ffi::DataType::BF16: return "bfloat16";
+    case ffi::DataType::F16: return "float16";
+    case ffi::DataType::S32: return "int32";
+    case ffi::DataType::S64: return "int64";
+    case ffi::DataType::PRED: return "bool";
+    case ffi::DataType::C64: return "complex64";
+    case ffi::DataType::C128: return "complex128";
+    default: return "XLA type #" + std::to_string(static_cast<int>(dtype));
+  }
+}
+
+inline std::string shape_string(ffi::AnyBuffer::Dimensions dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  }
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+// The dtype of the per-row residual 1/rms for an input dtype.
+inline ffi::DataType residual_dtype(ffi::DataType dtype) {
+  return dtype == ffi::DataType::F64 ? ffi::DataType::F64 : ffi::DataType::F32;
+}
+
+// Rows and row length of x: everything before the last axis is a row.
+struct Geometry {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
+inline std::optional<ffi::Error> check_input(const char* op, const ffi::AnyBuffer& x,
+                                             Geometry& geometry) {
+  const auto dims = x.dimensions();
+  if (dims.size() < 1) {
+    return ffi::Error::InvalidArgument(std::string(op) +
+                                       ": x must have rank >= 1 (it normalises the last "
+                                       "axis), got a scalar");
+  }
+  const ffi::DataType dtype = x.element_type();
+  if (dtype != ffi::DataType::F32 && dtype != ffi::DataType::F64 &&
+      dtype != ffi::DataType::BF16) {
+    return ffi::Error::InvalidArgument(std::string(op) + ": unsupported dtype " +
+                                       dtype_name(dtype) +
+                                       "; expected float32, float64 or bfloat16");
+  }
+  if (dims.back() == 0) {
+    return ffi::Error::InvalidArgument(std::string(op) + ": x has rows of length 0 (shape " +
+                                       shape_string(dims) +
+                                       "); the mean over an empty last axis is undefined");
+  }
+  // Zero rows is fine: nothing to do. (XLA does not even call a handler
+  // whose results are all empty.)
+  geometry.cols = dims.back();
+  geometry.rows = static_cast<std::int64_t>(x.element_count()) / geometry.cols;
+  return std::nullopt;
+}
+
+// `buffer` must have the dtype and dimensions given.
+inline std::optional<ffi::Error> check_same(const char* op, const char* what,
+                                            const ffi::AnyBuffer& buffer, ffi::DataType dtype,
+                                            ffi::AnyBuffer::Dimensions dims) {
+  if (buffer.element_type() != dtype) {
+    return ffi::Error::InvalidArgument(std::string(op) + ": " + what + " has dtype " +
+                                       dtype_name(buffer.element_type()) + ", expected " +
+                                       dtype_name(dtype));
+  }
+  const auto got = buffer.dimensions();
+  bool same = got.size() == dims.size();
+  for (std::size_t i = 0; same && i < dims.size(); ++i) same = got[i] == dims[i];
+  if (!same) {
+    return ffi::Error::InvalidArgument(std::string(op) + ": " + what + " has shape " +
+                                       shape_string(got) + ", expected " + shape_string(dims));
+  }
+  return std::nullopt;
+}
+
+// The residual has x's shape without its last axis.
+inline std::optional<ffi::Error> check_residual(const char* op, const char* what,
+                                                const ffi::AnyBuffer& rinv,
+                                                const ffi::AnyBuffer& x) {
+  const auto dims = x.dimensions();
+  return check_same(op, what, rinv, residual_dtype(x.element_type()), dims.first(dims.size() - 1));
+}
+
+inline std::optional<ffi::Error> check_eps(const char* op, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    return ffi::Error::InvalidArgument(std::string(op) + ": eps must be finite and >= 0, got " +
+                                       std::to_string(eps));
+  }
+  return std::nullopt;
+}
+
+}  // namespace rms_norm

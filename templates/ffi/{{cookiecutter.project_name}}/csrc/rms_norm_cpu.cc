@@ -1,0 +1,102 @@
+// XLA FFI handlers for RMS normalisation on the CPU.
+//
+// One handler per direction serves every supported dtype: x arrives as an
+// ffi::AnyBuffer and the handler dispatches on its element type. Rows are
+// split into chunks that run on XLA's intra-op thread pool (ffi::ThreadPool,
+// the pool XLA's own CPU kernels use) and on the calling thread.
+#include <cstdint>
+
+#include "rms_norm_checks.h"
+#include "rms_norm_kernels.h"
+#include "rms_norm_parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace rms_norm {
+namespace {
+
+template <typename T>
+void run_forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
+             ffi::AnyBuffer& rinv, Geometry g, double eps) {
+  using R = typename Traits<T>::Residual;
+  const T* xp = static_cast<const T*>(x.untyped_data());
+  T* yp = static_cast<T*>(y.untyped_data());
+  R* rp = static_cast<R*>(rinv.untyped_data());
+  parallel_rows(pool, g.rows, g.cols, [=](std::int64_t begin, std::int64_t end) {
+    forward(xp, yp, rp, begin, end, g.cols, eps);
+  });
+}
+
+template <typename T>
+void run_backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rinv,
+              const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx, Geometry g) {
+  using R = typename Traits<T>::Residual;
+  const T* xp = static_cast<const T*>(x.untyped_data());
+  const R* rp = static_cast<const R*>(rinv.untyped_data());
+  const T* gp = static_cast<const T*>(ct.untyped_data());
+  T* dxp = static_cast<T*>(dx.untyped_data());
+  parallel_rows(pool, g.rows, g.cols, [=](std::int64_t begin, std::int64_t end) {
+    backward(xp, rp, gp, dxp, begin, end, g.cols);
+  });
+}
+
+ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
+                       ffi::Result<ffi::AnyBuffer> rinv, double eps) {
+  constexpr const char* op = "rms_norm_fwd";
+  Geometry g;
+  if (auto error = check_input(op, x, g)) return *error;
+  if (auto error = check_eps(op, eps)) return *error;
+  if (auto error = check_same(op, "output y", *y, x.element_type(), x.dimensions())) return *error;
+  if (auto error = check_residual(op, "output rinv", *rinv, x)) return *error;
+  switch (x.element_type()) {
+    case ffi::DataType::F32: run_forward<float>(pool, x, *y, *rinv, g, eps); break;
+    case ffi::DataType::F64: run_forward<double>(pool, x, *y, *rinv, g, eps); break;
+    case ffi::DataType::BF16: run_forward<BFloat16>(pool, x, *y, *rinv, g, eps); break;
+    default: return ffi::Error::Internal("rms_norm_fwd: dtype passed the checks but has no kernel");
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer rinv,
+                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
+  constexpr const char* op = "rms_norm_bwd";
+  Geometry g;
+  if (auto error = check_input(op, x, g)) return *error;
+  if (auto error = check_residual(op, "input rinv", rinv, x)) return *error;
+  if (auto error = check_same(op, "cotangent", ct, x.element_type(), x.dimensions())) {
+    return *error;
+  }
+  if (auto error = check_same(op, "output dx", *dx, x.element_type(), x.dimensions())) {
+    return *error;
+  }
+  switch (x.element_type()) {
+    case ffi::DataType::F32: run_backward<float>(pool, x, rinv, ct, *dx, g); break;
+    case ffi::DataType::F64: run_backward<double>(pool, x, rinv, ct, *dx, g); break;
+    case ffi::DataType::BF16: run_backward<BFloat16>(pool, x, rinv, ct, *dx, g); break;
+    default: return ffi::Error::Internal("rms_norm_bwd: dtype passed the checks but has no kernel");
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+}  // namespace rms_norm
+
+// The symbols the nanobind module (module.cc) wraps in capsules. The binding
+// declares what XLA passes in: XLA decodes and type-checks the call frame
+// against it (an attribute of the wrong type fails here, before the handler).
+XLA_FFI_DEFINE_HANDLER_SYMBOL(RmsNormForwardCpu, rms_norm::ForwardImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()  // x
+                                  .Ret<ffi::AnyBuffer>()  // y
+                                  .Ret<ffi::AnyBuffer>()  // rinv = 1 / rms, per row
+                                  .Attr<double>("eps"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(RmsNormBackwardCpu, rms_norm::BackwardImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()   // x
+                                  .Arg<ffi::AnyBuffer>()   // rinv from the forward
+                                  .Arg<ffi::AnyBuffer>()   // cotangent of y
+                                  .Ret<ffi::AnyBuffer>());  // dx

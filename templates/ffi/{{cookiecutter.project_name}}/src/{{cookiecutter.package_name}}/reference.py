@@ -1,0 +1,24 @@
+"""The plain-JAX reference: the correctness oracle for the FFI handler.
+
+    y = x / sqrt(mean(x**2, axis=-1) + eps)
+
+It is the obvious formula, differentiated by JAX's own autodiff. Keep it
+independent of rms_norm.py (no shared helpers), so a bug in one cannot hide in
+the other. tests/test_reference.py checks it against float64 NumPy.
+
+Write it as a division by sqrt, not as `x * lax.rsqrt(...)`: XLA:CPU in
+jaxlib 0.11.1 to 0.12.0.1 miscompiles jit(grad) of the rsqrt form for 4096 rows
+or more (wrong gradients, no error). The test at 4096 rows guards this.
+bfloat16 is computed in float32 and rounded once at the end, like the handler.
+"""
+
+import jax.numpy as jnp
+
+
+def rms_norm_reference(x, eps=1e-6):
+    """x / sqrt(mean(x**2) + eps) over the last axis of x."""
+    x = jnp.asarray(x)
+    compute = jnp.float32 if x.dtype == jnp.bfloat16 else x.dtype
+    xc = x.astype(compute)
+    mean_square = jnp.mean(xc * xc, axis=-1, keepdims=True)
+    return (xc / jnp.sqrt(mean_square + eps)).astype(x.dtype)

@@ -1,0 +1,159 @@
+"""RMS normalisation over the last axis, computed by C++ XLA FFI handlers.
+
+    y = x / sqrt(mean(x**2, axis=-1) + eps)
+
+The handlers live in csrc/ and reach Python as PyCapsules from the extension
+module `_ffi`. Importing this module registers them with XLA under the names
+in TARGETS; jax.ffi.ffi_call then emits a custom call to them, and
+jax.custom_vjp pairs the forward handler with the backward one so that grad
+works (an ffi_call has no autodiff rule of its own).
+
+No learned gain: multiply by it in JAX (`weight * rms_norm(x)`), where XLA
+fuses the product with whatever follows. See README.md to move it into the
+handler.
+"""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+try:
+    from . import _ffi
+except ImportError as err:  # e.g. src/ on sys.path without a build
+    raise ImportError(
+        f"{__package__}._ffi, the compiled extension, is missing: build it with "
+        "`python -m pip install -e .` (see README.md)"
+    ) from err
+
+# Target names are process-wide: prefix them with the package name so that two
+# projects generated from this template can be imported together.
+_PREFIX = __name__.split(".")[0]
+FORWARD = f"{_PREFIX}_rms_norm_fwd"
+BACKWARD = f"{_PREFIX}_rms_norm_bwd"
+TARGETS = (FORWARD, BACKWARD)
+
+
+def _register():
+    # The CUDA handlers register even without a GPU; XLA only looks them up
+    # when it compiles for one.
+    for platform, capsules in (("cpu", _ffi.cpu_targets()), ("CUDA", _ffi.cuda_targets())):
+        for name, capsule in capsules.items():
+            jax.ffi.register_ffi_target(f"{_PREFIX}_{name}", capsule, platform=platform)
+
+
+_register()
+
+
+def cuda_available() -> bool:
+    """Whether this build of the extension contains the CUDA handler."""
+    return bool(_ffi.cuda_targets())
+
+
+def rms_norm(x, eps=1e-6):
+    """x / sqrt(mean(x**2) + eps) over the last axis of x, by the FFI handler.
+
+    x: float32, float64 or bfloat16, rank >= 1, rows of length >= 1; every
+    leading axis is a batch of rows. eps: a Python number (it becomes an
+    attribute of the compiled call, so it cannot be traced). Differentiable
+    (reverse mode), works under jit and vmap. An x whose leading axes are
+    sharded over an explicit-axes mesh (jax.make_mesh's default) is
+    normalised shard by shard, with no communication.
+
+    The handler checks its arguments and raises jax.errors.JaxRuntimeError
+    naming the problem; under jit that happens when the program runs.
+    """
+    x = jnp.asarray(x)
+    try:
+        eps = float(eps)
+    except (TypeError, jax.errors.ConcretizationTypeError) as err:
+        raise TypeError(
+            f"rms_norm: eps must be a Python number, got {type(eps).__name__}; it is a "
+            "compile-time attribute of the FFI call and cannot be a traced value"
+        ) from err
+    if x.ndim and x.shape[-1] == 0:
+        # The handler refuses this too, but XLA skips a call whose used results
+        # are all empty, so under jit only this check is sure to run.
+        raise ValueError(
+            f"rms_norm: x has rows of length 0 (shape {x.shape}); the mean over an empty "
+            "last axis is undefined"
+        )
+    rows = _row_sharding(x)
+    if rows is None:
+        return _rms_norm(x, eps)
+    mesh, spec = rows
+    if tuple(jax.typeof(x).sharding.spec) != tuple(spec):
+        # Each row must be whole on one device: gather a sharded last axis.
+        x = jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
+    # check_vma=False: ffi_call does not propagate shard_map's varying-axes
+    # type, and the handler needs no collectives, so there is nothing to check.
+    local = jax.shard_map(
+        lambda block: _rms_norm(block, eps),
+        mesh=mesh,
+        in_specs=spec,
+        out_specs=spec,
+        check_vma=False,
+    )
+    return local(x)
+
+
+def _row_sharding(x):
+    """(mesh, spec) when x's leading axes are sharded and JAX knows it while
+    tracing (explicit-axes meshes), else None.
+
+    XLA cannot partition a custom call it knows nothing about: given a sharded
+    operand it gathers it whole onto every device first. Running the call
+    inside shard_map hands each device its own rows instead. (An ffi_call can
+    also be made batch-partitionable, but under Shardy, JAX's default
+    partitioner, that needs an sdy.sharding_rule attribute that ffi_call
+    cannot attach; see README.md.)
+    """
+    sharding = jax.typeof(x).sharding
+    if x.ndim < 2 or sharding is None or sharding.mesh.empty:
+        return None
+    spec = tuple(sharding.spec) + (None,) * (x.ndim - len(sharding.spec))
+    if all(axis is None for axis in spec[:-1]):
+        return None
+    return sharding.mesh, jax.P(*spec[:-1], None)
+
+
+def _residual_dtype(dtype):
+    return jnp.float64 if dtype == jnp.float64 else jnp.float32
+
+
+def _forward(x, eps):
+    """(y, rinv): the output and 1/rms per row, which the backward reuses."""
+    y = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    rinv = jax.ShapeDtypeStruct(x.shape[:-1], _residual_dtype(x.dtype))
+    # vmap_method="broadcast_all": under vmap the handler receives every
+    # operand with the batch axis in front, which to a row-wise op is just
+    # more rows: one call for the whole batch. Attributes are typed: the
+    # handler binds Attr<double>("eps"), so eps must arrive as float64.
+    call = jax.ffi.ffi_call(FORWARD, (y, rinv), vmap_method="broadcast_all")
+    return call(x, eps=np.float64(eps))
+
+
+def _backward(x, rinv, cotangent):
+    dx = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    call = jax.ffi.ffi_call(BACKWARD, dx, vmap_method="broadcast_all")
+    return call(x, rinv, cotangent)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _rms_norm(x, eps):
+    return _forward(x, eps)[0]
+
+
+def _rms_norm_fwd(x, eps):
+    y, rinv = _forward(x, eps)
+    return y, (x, rinv)
+
+
+def _rms_norm_bwd(eps, residuals, cotangent):
+    del eps  # already folded into rinv
+    x, rinv = residuals
+    return (_backward(x, rinv, cotangent),)
+
+
+_rms_norm.defvjp(_rms_norm_fwd, _rms_norm_bwd)

@@ -1,0 +1,43 @@
+"""jax.export of a function that calls the handler: it exports only with the
+custom-call safety check disabled, and round-trips through serialization in
+a process where the target is registered (this one)."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import export
+
+from {{ cookiecutter.package_name }} import BACKWARD, FORWARD, rms_norm
+
+from oracle import assert_close, rms_norm_f64, rms_norm_vjp_f64, rtol_for
+
+
+def model(x):
+    return jnp.tanh(rms_norm(x))
+
+
+def test_export_refuses_the_custom_call_by_default(rng):
+    x = jnp.asarray(rng.standard_normal((4, 8)), jnp.float32)
+    with pytest.raises(ValueError, match="custom call"):
+        export.export(jax.jit(model))(x)
+
+
+def test_export_round_trip(rng):
+    x = jnp.asarray(rng.standard_normal((4, 8)), jnp.float32)
+    exported = export.export(
+        jax.jit(model), disabled_checks=[export.DisabledSafetyCheck.custom_call(FORWARD)]
+    )(x)
+    assert FORWARD in exported.mlir_module()
+    restored = export.deserialize(exported.serialize())
+    assert_close(restored.call(x), jnp.tanh(rms_norm_f64(x)), rtol_for("float32"))
+
+
+def test_export_with_its_gradient(rng):
+    # vjp_order=1 serializes the backward too, so both targets must be allowed.
+    x = jnp.asarray(rng.standard_normal((4, 8)), jnp.float64)
+    cotangent = jnp.asarray(rng.standard_normal((4, 8)), jnp.float64)
+    checks = [export.DisabledSafetyCheck.custom_call(name) for name in (FORWARD, BACKWARD)]
+    exported = export.export(jax.jit(rms_norm), disabled_checks=checks)(x)
+    restored = export.deserialize(exported.serialize(vjp_order=1))
+    got = jax.grad(lambda x: jnp.sum(cotangent * restored.call(x)))(x)
+    assert_close(got, rms_norm_vjp_f64(x, cotangent), 10 * rtol_for("float64"))
