@@ -42,5 +42,15 @@ def run_cli(*args, cwd, stdin=subprocess.DEVNULL):
     )
 
 
+def assert_lint_clean(directory: Path, *paths: str):
+    """`ruff check` and `ruff format --check` pass on paths (default: all) in directory."""
+    paths = paths or (".",)
+    for args in (["check", *paths], ["format", "--check", *paths]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=directory, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
 def files_under(path: Path):
     return sorted(p.relative_to(path) for p in path.rglob("*"))

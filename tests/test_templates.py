@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ALL_COMBINATIONS, REPO, files_under
+from conftest import ALL_COMBINATIONS, REPO, assert_lint_clean, files_under
 
 from jax_ladder.options import MAX_NAME_LENGTH
 from jax_ladder.rungs import available
@@ -21,14 +21,6 @@ from jax_ladder.scaffold import scaffold
 # is not a GitHub Actions expression ${{ ... }}. (Closing tokens alone are
 # legitimate Python: f"{x:.0%}".)
 JINJA = re.compile(r"\{%|\{#|(?<!\$)\{\{|cookiecutter\.")
-
-
-def assert_lint_clean(project):
-    for args in (["check", "."], ["format", "--check", "."]):
-        result = subprocess.run(
-            [sys.executable, "-m", "ruff", *args], cwd=project, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module", params=ALL_COMBINATIONS)
