@@ -44,5 +44,7 @@ pip_install() {
     # Drop pip's warnings about index locations configured on some machines.
     "$VENV/bin/python" -m pip install --quiet "$@" 2> >(grep -v "is neither a file nor a directory" >&2)
 }
-pip_install "scikit-build-core>=0.10"
+# Without build isolation the build requirements must be present first: the
+# kit compiles its FFI example against this environment's jax and nanobind.
+pip_install "scikit-build-core>=0.10" "nanobind>=2.4" "jax>=0.12,<0.13"
 pip_install --no-build-isolation "$ROOT[test]"

@@ -1,17 +1,19 @@
-"""The `jax-ladder` command: list, new, demo."""
+"""The `jax-ladder` command: list, new, demo, recommend, doctor, locate."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from jax_ladder import __version__
+from jax_ladder import __version__, doctor, locate
+from jax_ladder import recommend as rec
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, template_dir
-from jax_ladder.runner import run_project_tests
+from jax_ladder.runner import needs_build, run_project_tests
 from jax_ladder.scaffold import GenerationError, scaffold
 
 
@@ -47,13 +49,65 @@ def _parser() -> argparse.ArgumentParser:
         "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
     )
     demo.add_argument("-v", "--verbose", action="store_true", help="show the tests' output")
+
+    rcmd = sub.add_parser(
+        "recommend",
+        help="ask the questions that decide the rung and recommend the lowest that fits",
+        description="Recommend the lowest rung that fits. Asks each question not answered "
+        "by --answer or --answers; --no-input takes the defaults instead. "
+        "Questions: " + ", ".join(f"{q.key} ({'/'.join(q.choices)})" for q in rec.QUESTIONS),
+    )
+    rcmd.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="answer one question (repeatable); see --list-questions",
+    )
+    rcmd.add_argument(
+        "--answers", type=Path, metavar="FILE", help="answers from a JSON or TOML file"
+    )
+    rcmd.add_argument(
+        "--no-input", action="store_true", help="ask nothing; unanswered questions take defaults"
+    )
+    rcmd.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    rcmd.add_argument(
+        "--list-questions", action="store_true", help="print the questions and their answers"
+    )
+
+    doc = sub.add_parser(
+        "doctor",
+        help="versions, backends, tools, what each rung can do here, known problems",
+        description="Exit status 1 only where the kit itself cannot work.",
+    )
+    doc.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    loc = sub.add_parser(
+        "locate",
+        help="find where a JAX concept lives in the installed JAX (for rung 9)",
+        description="Ranked places where QUERY lives: modules, definitions, primitives, "
+        "public names, then text. Exit status 0 with matches, 1 with none.",
+    )
+    loc.add_argument("query", nargs="+", help="a name or words, e.g. shard_map or 'while loop'")
+    loc.add_argument("--repo", type=Path, help="a JAX checkout: also search its docs/ and tests/")
+    loc.add_argument(
+        "-n", "--limit", type=int, default=10, help="how many matches to print (default 10)"
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
-        return {"list": cmd_list, "new": cmd_new, "demo": cmd_demo}[args.command](args)
+        commands = {
+            "list": cmd_list,
+            "new": cmd_new,
+            "demo": cmd_demo,
+            "recommend": cmd_recommend,
+            "doctor": cmd_doctor,
+            "locate": cmd_locate,
+        }
+        return commands[args.command](args)
     except UsageError as err:
         print(f"jax-ladder: error: {err}", file=sys.stderr)
         return 2
@@ -135,7 +189,8 @@ def cmd_demo(args) -> int:
         print(f"[{i}/{len(rungs)}] {rung.name}: scaffolding", flush=True)
         start = time.perf_counter()
         project = scaffold(rung, out / rung.name, {})
-        print(f"[{i}/{len(rungs)}] {rung.name}: running tests in {project}", flush=True)
+        doing = "building and testing" if needs_build(project) else "running tests in"
+        print(f"[{i}/{len(rungs)}] {rung.name}: {doing} {project}", flush=True)
         echo = (lambda line: print("    " + line, flush=True)) if args.verbose else None
         run = run_project_tests(project, echo=echo)
         if not run.ok and not args.verbose:
@@ -160,3 +215,83 @@ def _print_table(rows) -> None:
         print(
             f"{rung.name:<20} {result:<7} {run.passed:>6} {run.failed:>6} {err:>26} {seconds:>8.1f}"
         )
+
+
+def _ask_question(question: rec.Question) -> str:
+    """Prompt until the answer is one of the choices; Enter keeps the default."""
+    if question.hint:
+        print(f"  ({question.hint})")
+    prompt = f"{question.text} [{'/'.join(question.choices)}] ({question.default}): "
+    while True:
+        try:
+            text = input(prompt).strip()
+        except EOFError:
+            raise UsageError(
+                f"no answer to {question.key!r} on standard input; pass --answer "
+                f"{question.key}=VALUE, --answers FILE, or --no-input to take defaults"
+            ) from None
+        if not text:
+            return question.default
+        try:
+            return rec.parse_answer(question, text)
+        except UsageError as err:
+            print(f"  {err}")
+
+
+def cmd_recommend(args) -> int:
+    if args.list_questions:
+        for q in rec.QUESTIONS:
+            when = "; asked when " + ", ".join(
+                f"{k} is {' or '.join(v)}" for k, v in q.only_if.items()
+            )
+            print(f"{q.key}: {q.text}")
+            print(f"    {' | '.join(q.choices)} (default {q.default}){when if q.only_if else ''}")
+        return 0
+    given = rec.load_answers_file(args.answers) if args.answers else {}
+    given.update(rec.parse_answer_flags(args.answer))
+    asked = []
+
+    def ask(question: rec.Question) -> str:
+        asked.append(question.key)
+        return _ask_question(question)
+
+    answers = rec.resolve_answers(given, ask=None if args.no_input else ask)
+    result = rec.recommend(answers)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(("\n" if asked else "") + rec.render(result, page_root=_source_root()))
+    return 0
+
+
+def _source_root() -> Path | None:
+    """The repository root when running from a source checkout (docs/ beside src/)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "docs" / "rungs").is_dir() else None
+
+
+def cmd_doctor(args) -> int:
+    report = doctor.assess(doctor.gather())
+    if args.json:
+        print(json.dumps(doctor.to_json(report), indent=2))
+    else:
+        print(doctor.render(report))
+    return 0 if report.ok else 1
+
+
+def cmd_locate(args) -> int:
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    query = locate.Query.parse(" ".join(args.query))
+    roots = locate.installed_roots()
+    if not roots:
+        raise UsageError("jax is not installed here; pip install 'jax>=0.12,<0.13'")
+    if args.repo is not None:
+        roots += locate.repo_roots(args.repo)
+    hits = locate.locate(query, roots)
+    if not hits:
+        where = "; ".join(root.label for root in roots)
+        print(f"no match for {query.text!r} in {where}; try fewer or other words")
+        return 1
+    print(locate.render(query, roots, hits, args.limit))
+    return 0

@@ -55,7 +55,7 @@ LADDER: tuple[Rung, ...] = (
         template="custom-partitioning",
     ),
     Rung(7, "pallas", "write a TPU/GPU kernel", template="pallas"),
-    Rung(8, "ffi", "call C++/CUDA through the XLA FFI", instead="jax.ffi (template planned)"),
+    Rung(8, "ffi", "call C++/CUDA through the XLA FFI", template="ffi"),
     Rung(
         9,
         "internals",

@@ -32,14 +32,54 @@ class TestRun:
         return self.returncode == 0 and self.failed == 0 and self.passed > 0
 
 
-def run_project_tests(project: Path, echo=None, extra_args: tuple[str, ...] = ()) -> TestRun:
-    """pytest the project with its src/ on the path (no install needed).
+def needs_build(project: Path) -> bool:
+    """Whether the project compiles an extension (the FFI rung): CMake builds it."""
+    return (project / "CMakeLists.txt").is_file()
 
-    `echo(line)` is called with each output line as it arrives.
+
+def build_project(project: Path, target: Path, config: tuple[str, ...] = ()) -> tuple[int, str]:
+    """Build and install the project into the folder `target`, not into the environment.
+
+    The project's own build backend (scikit-build-core) runs without build
+    isolation, so it uses this environment's jax, nanobind and
+    scikit-build-core; `--target` keeps the environment itself unchanged.
+    `config` holds extra `-C key=value` settings. Returns (status, output).
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project / "src"), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps"]
+    cmd += ["--disable-pip-version-check", "--target", str(target), str(project)]
+    cmd += [f"-C{setting}" for setting in config]
+    proc = subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return proc.returncode, proc.stdout
+
+
+def run_project_tests(
+    project: Path,
+    echo=None,
+    extra_args: tuple[str, ...] = (),
+    build_config: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> TestRun:
+    """pytest the project in the current environment, without installing it there.
+
+    Pure-Python projects run with their src/ on the path. A project with
+    compiled code is first built into a temporary folder (`build_config`:
+    extra scikit-build-core `-C` settings) that goes on the path instead.
+    `echo(line)` is called with each output line as it arrives; `env`
+    replaces os.environ for the test process.
+    """
+    env = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        code = project / "src"
+        if needs_build(project):
+            code = Path(tmp) / "site"
+            status, output = build_project(project, code, build_config)
+            if echo:
+                for line in output.splitlines():
+                    echo(line)
+            if status != 0:
+                return TestRun(0, 0, 0, None, None, time.perf_counter() - start, status, output)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
         junit = Path(tmp) / "junit.xml"
         cmd = [
             sys.executable,
@@ -51,7 +91,6 @@ def run_project_tests(project: Path, echo=None, extra_args: tuple[str, ...] = ()
             f"--junitxml={junit}",
             *extra_args,
         ]
-        start = time.perf_counter()
         proc = subprocess.Popen(
             cmd, cwd=project, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )

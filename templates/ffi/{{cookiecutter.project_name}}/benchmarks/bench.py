@@ -1,5 +1,6 @@
 """Time the FFI handler against jax.jit of the plain-JAX reference, forward and
-forward+backward. Speed goals live here, never in tests.
+forward+backward, and the FFI handler's bandwidth against a memory copy.
+Speed goals live here, never in tests.
 
     python benchmarks/bench.py            # default sizes, float32
     python benchmarks/bench.py --quick    # a small size, for CI smoke runs
@@ -12,10 +13,18 @@ with no counted FLOPs (one FFI call) inline on the Python thread and frees
 its results there, but frees the reference's on a worker thread, so timing
 the frees would charge the FFI side alone.
 
-On a CPU, 64 MB of fresh output is mostly the kernel's page faults, for both
-sides. GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (transparent huge pages for
-large allocations, on Linux with glibc) removes most of them and shows the
-compute difference better.
+Bandwidth: the bytes the op must move at least (read x, write y; the
+backward also reads x and the cotangent and writes dx) over its time, as a
+fraction of a NumPy copy of the same size into memory already in use (one
+thread, no page faults): about what this machine's memory can stream. RMS
+normalisation is memory-bound, so that fraction, not FLOPs, says how much is
+left to gain; page faults on fresh output are part of what is left.
+
+On a CPU much of the time for 64 MB of fresh output is the kernel's page
+faults, for both sides (the handler pre-faults its output, see
+csrc/rms_norm_parallel.h). GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (transparent
+huge pages for large allocations, on Linux with glibc) removes most of them
+and shows the compute difference better.
 """
 
 import argparse
@@ -55,6 +64,18 @@ def median_seconds(fns, args, repeats):
     return [statistics.median(t) for t in times]
 
 
+def copy_bandwidth(nbytes, repeats):
+    """Bytes per second of a NumPy copy (read + write) into touched memory."""
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.zeros_like(src)  # written once here, so the timed copies take no page faults
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return 2 * nbytes / statistics.median(times)
+
+
 def max_error(got, want):
     got = [np.asarray(v, np.float64) for v in jax.tree.leaves(got)]
     want = [np.asarray(v, np.float64) for v in jax.tree.leaves(want)]
@@ -81,28 +102,33 @@ def main():
     )
     print(
         f"{'rows x cols':>12} {'pass':>9} {'ffi ms':>9} {'reference ms':>13} {'speed-up':>9} "
-        f"{'max |diff|':>11}"
+        f"{'ffi GB/s':>9} {'of copy':>8} {'max |diff|':>11}"
     )
     rng = np.random.default_rng(0)
     for rows, cols in sizes:
+        nbytes = rows * cols * dtype.itemsize
+        copy = copy_bandwidth(nbytes, repeats)
         x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         cases = [
-            ("forward", jax.jit(rms_norm), jax.jit(rms_norm_reference), (x,)),
+            ("forward", jax.jit(rms_norm), jax.jit(rms_norm_reference), (x,), 2 * nbytes),
             (
                 "fwd+bwd",
                 forward_and_backward(rms_norm),
                 forward_and_backward(rms_norm_reference),
                 (x, g),
+                5 * nbytes,
             ),
         ]
-        for name, ffi, reference, operands in cases:
+        for name, ffi, reference, operands, moved in cases:
             error = max_error(ffi(*operands), reference(*operands))
             t_ffi, t_reference = median_seconds([ffi, reference], operands, repeats)
             print(
                 f"{f'{rows} x {cols}':>12} {name:>9} {1e3 * t_ffi:>9.2f} "
-                f"{1e3 * t_reference:>13.2f} {t_reference / t_ffi:>8.2f}x {error:>11.2e}"
+                f"{1e3 * t_reference:>13.2f} {t_reference / t_ffi:>8.2f}x "
+                f"{moved / t_ffi / 1e9:>9.1f} {moved / t_ffi / copy:>7.0%} {error:>11.2e}"
             )
+        print(f"{'':>12} {'copy':>9} {'':>33} {copy / 1e9:>9.1f} (NumPy copy, 1 thread)")
     print("speed-up: reference time / FFI time (above 1 means the FFI handler is faster)")
 
 

@@ -13,6 +13,11 @@
 #include <memory>
 #include <mutex>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 namespace rms_norm {
 
 // Inputs under kGrain elements run on the calling thread alone, since
@@ -23,6 +28,30 @@ inline constexpr std::int64_t kGrain = 1 << 16;
 // run of rows. Fine interleaving is slower: threads that write fresh output
 // pages side by side contend for the kernel's page-table locks.
 inline constexpr std::int64_t kChunksPerWorker = 4;
+
+// Outputs from XLA are usually fresh memory: on Linux every 4 KiB page then
+// costs a page fault on its first write, and faults taken by several threads
+// at once hardly scale. For a memory-bound op that is most of the time (on a
+// (4096, 4096) float32 output here: 64 MiB, 16384 faults). Populating a
+// chunk's output range with one madvise call before computing it is about
+// twice as fast and scales with threads. Advisory only: it changes no data
+// (pages already present are left alone), and where it is unsupported (Linux
+// before 5.14, other systems) nothing happens and the writes fault as usual.
+inline constexpr std::size_t kPrefaultBytes = std::size_t{1} << 20;
+
+inline void prefault_for_writing(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+  if (bytes < kPrefaultBytes) return;
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (first + page - 1) / page * page;  // whole pages only
+  const std::uintptr_t end = (first + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
 
 struct ChunkState {
   std::function<void(std::int64_t, std::int64_t)> body;

@@ -1,0 +1,101 @@
+"""What only the FFI rung needs beyond test_templates.py (which already bakes,
+builds and tests every option combination): its tests once more under
+AddressSanitizer and UndefinedBehaviorSanitizer, and both documented ways to
+build it in a brand-new environment."""
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from jax_ladder.rungs import by_name
+from jax_ladder.runner import run_project_tests
+from jax_ladder.scaffold import scaffold
+
+FFI = by_name("ffi")
+
+
+def sanitizer_runtimes() -> list[str]:
+    """libasan and libubsan of the C++ compiler CMake will use, or [] if unknown."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        return []
+    found = []
+    for name in ("libasan.so", "libubsan.so"):
+        path = subprocess.run(
+            [compiler, f"-print-file-name={name}"], capture_output=True, text=True
+        ).stdout.strip()
+        if not Path(path).is_absolute():  # the compiler echoes the bare name when it has none
+            return []
+        found.append(path)
+    return found
+
+
+@pytest.mark.skipif(not sanitizer_runtimes(), reason="needs a C++ compiler with ASan and UBSan")
+def test_project_tests_pass_under_asan_and_ubsan(tmp_path):
+    """The whole extension, instrumented, inside Python beside an uninstrumented
+    jaxlib, as the generated README documents. The sanitizer runtimes must be
+    loaded before anything else (LD_PRELOAD); leak checking is off because
+    Python and jaxlib keep allocations alive at exit."""
+    project = scaffold(FFI, tmp_path, {})
+    env = {
+        **os.environ,
+        "LD_PRELOAD": " ".join(sanitizer_runtimes()),
+        "ASAN_OPTIONS": "detect_leaks=0",
+        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    }
+    run = run_project_tests(
+        project,
+        extra_args=("tests/test_rms_norm.py",),
+        build_config=(
+            "cmake.define.RMS_NORM_SANITIZE=ON",
+            "cmake.build-type=RelWithDebInfo",
+            "build-dir=build/asan",
+        ),
+        env=env,
+    )
+    assert run.ok, run.output[-5000:]
+    # The module that ran was instrumented (an instrumented module also refuses
+    # to load unless the ASan runtime comes first, so the preload took effect).
+    (module,) = (project / "build" / "asan").glob("_ffi*.so")
+    assert b"__asan_report" in module.read_bytes()
+
+
+@pytest.mark.slow
+def test_isolated_install_and_the_fast_dev_loop_work_in_a_fresh_venv(tmp_path):
+    project = scaffold(FFI, tmp_path / "out", {"cuda": "no"})
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = str(env_dir / "bin" / "python")
+
+    def run(*args):
+        result = subprocess.run(
+            [python, *args], cwd=project, capture_output=True, text=True, timeout=1200
+        )
+        assert result.returncode == 0, f"{args}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        return result
+
+    # 1. What a user runs first: an isolated build from the declared requirements.
+    run("-m", "pip", "install", "--quiet", ".[test]")
+    run(
+        "-c",
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('jax_ladder') is not None)",
+    )
+    result = run("-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert " passed" in result.stdout and "failed" not in result.stdout
+    run("benchmarks/bench.py", "--quick")
+
+    # 2. The README's fast dev loop: editable, no build isolation, then a C++
+    # change rebuilds incrementally in the fixed build directory.
+    run("-m", "pip", "install", "--quiet", "scikit-build-core", "nanobind")
+    run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".")
+    kernels = project / "csrc" / "rms_norm_kernels.cc"
+    kernels.write_text(kernels.read_text() + "\n// an edit\n")
+    run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".")
+    result = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rms_norm.py")
+    assert " passed" in result.stdout and "failed" not in result.stdout
+    assert sys.executable != python
