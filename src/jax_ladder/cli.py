@@ -12,7 +12,7 @@ from pathlib import Path
 from jax_ladder import __version__, doctor, locate
 from jax_ladder import recommend as rec
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
-from jax_ladder.rungs import LADDER, Rung, available, by_name, template_dir
+from jax_ladder.rungs import LADDER, Rung, available, by_name, docs_dir, template_dir
 from jax_ladder.runner import needs_build, run_project_tests
 from jax_ladder.scaffold import GenerationError, scaffold
 
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     rcmd.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     rcmd.add_argument(
-        "--list-questions", action="store_true", help="print the questions and their answers"
+        "--list-questions", action="store_true", help="print the questions and the allowed answers"
     )
 
     doc = sub.add_parser(
@@ -260,14 +260,16 @@ def cmd_recommend(args) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print(("\n" if asked else "") + rec.render(result, page_root=_source_root()))
+        print(("\n" if asked else "") + rec.render(result, page_root=_page_root()))
     return 0
 
 
-def _source_root() -> Path | None:
-    """The repository root when running from a source checkout (docs/ beside src/)."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "docs" / "rungs").is_dir() else None
+def _page_root() -> Path | None:
+    """The folder holding docs/rungs/: the installed package, else the source checkout."""
+    try:
+        return docs_dir().parent
+    except FileNotFoundError:
+        return None
 
 
 def cmd_doctor(args) -> int:

@@ -75,7 +75,7 @@ def available() -> list[Rung]:
 
 
 def _data_dir(kind: str) -> Path:
-    """templates/ or assets/: inside the installed package, else the source tree."""
+    """templates/, assets/ or docs/: inside the installed package, else the source tree."""
     installed = Path(__file__).parent / kind
     if installed.is_dir():
         return installed
@@ -92,3 +92,8 @@ def template_dir(rung: Rung) -> Path:
 
 def assets_dir() -> Path:
     return _data_dir("assets")
+
+
+def docs_dir() -> Path:
+    """docs/, holding the reference pages docs/rungs/<step>-<name>.md."""
+    return _data_dir("docs")
