@@ -1,6 +1,9 @@
 """Assets are runnable and self-checking; examples pass their own tests and
-their benchmarks run. Both are run from the source tree, as users run them."""
+their benchmarks run. Both are run from the source tree, as users run them.
+The FFI example's C++ is compiled by the kit's own install (CMakeLists.txt)."""
 
+import importlib
+import os
 import subprocess
 import sys
 
@@ -8,6 +11,7 @@ import pytest
 from conftest import REPO
 
 from jax_ladder.rungs import assets_dir
+from jax_ladder.runner import build_project
 
 ASSETS = sorted((REPO / "assets").glob("*.py"))
 EXAMPLES = sorted(p for p in (REPO / "examples").iterdir() if p.is_dir())
@@ -42,3 +46,31 @@ def test_example_benchmark_runs(example):
     result = run(example / "bench.py", "--quick")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "x" in result.stdout  # a ratio was printed
+
+
+def test_kit_install_compiles_the_ffi_example():
+    """`pip install .` of the kit builds examples/ffi's C++ into the wheel, so
+    test_example_passes_its_tests runs compiled FFI code."""
+    module = importlib.import_module("jax_ladder._ffi_example._tridiagonal_ffi")
+    assert "site-packages" in module.__file__, module.__file__
+
+
+def test_ffi_example_tests_skip_and_say_why_when_the_kit_is_built_without_it(tmp_path):
+    if (REPO / "examples" / "ffi" / "build").exists():
+        pytest.skip("examples/ffi/build holds a standalone build, which the example would load")
+    site = tmp_path / "site"
+    off = "cmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=OFF"
+    status, output = build_project(REPO, site, (off, f"build-dir={tmp_path / 'build'}"))
+    assert status == 0, output[-4000:]
+    assert not (site / "jax_ladder" / "_ffi_example").exists()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/ffi"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert " skipped" in result.stdout and "failed" not in result.stdout
+    assert "FFI tests SKIPPED" in result.stdout and "pip install ." in result.stdout

@@ -1,0 +1,36 @@
+"""Shared test setup: float64, seeded randomness, and a clear word when the FFI module is missing.
+
+The tests that need the compiled handler skip (pytest.importorskip in each of those modules)
+when `tridiagonal` cannot load it; its ImportError says how to build it, and the summary line
+below repeats that, since `pytest -q` hides skip reasons. The oracle tests
+(test_reference.py) need no build and run regardless.
+
+float64 is for the float64 cases and the NumPy comparisons; every array the tests build has an
+explicit dtype, so it does not change what the float32 tests compute.
+"""
+
+import zlib
+
+import jax
+import numpy as np
+import pytest
+
+jax.config.update("jax_enable_x64", True)
+
+try:
+    import tridiagonal  # noqa: F401  (loads and registers the handler, or says why not)
+
+    FFI_MISSING = None
+except ImportError as err:
+    FFI_MISSING = str(err)
+
+
+@pytest.fixture
+def rng(request):
+    """A NumPy generator seeded from the test's id: random data, the same on every run."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FFI_MISSING:
+        terminalreporter.write_line(f"examples/ffi: FFI tests SKIPPED: {FFI_MISSING}")
