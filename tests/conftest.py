@@ -1,6 +1,7 @@
 import itertools
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,23 @@ def assert_lint_clean(directory: Path, *paths: str):
             [sys.executable, "-m", "ruff", *args], cwd=directory, capture_output=True, text=True
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def fresh_venv(env_dir: Path, cwd: Path):
+    """A brand-new virtual environment at env_dir; returns run(*args), which runs
+    its python with args in cwd, asserts success and returns the result."""
+    venv.create(env_dir, with_pip=True)
+    python = str(env_dir / "bin" / "python")
+    assert python != sys.executable
+
+    def run(*args):
+        result = subprocess.run(
+            [python, *args], cwd=cwd, capture_output=True, text=True, timeout=1200
+        )
+        assert result.returncode == 0, f"{args}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        return result
+
+    return run
 
 
 def files_under(path: Path):

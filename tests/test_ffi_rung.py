@@ -6,11 +6,10 @@ build it in a brand-new environment."""
 import os
 import shutil
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
+from conftest import fresh_venv
 
 from jax_ladder.rungs import by_name
 from jax_ladder.runner import run_project_tests
@@ -35,7 +34,10 @@ def sanitizer_runtimes() -> list[str]:
     return found
 
 
-@pytest.mark.skipif(not sanitizer_runtimes(), reason="needs a C++ compiler with ASan and UBSan")
+SANITIZER_RUNTIMES = sanitizer_runtimes()
+
+
+@pytest.mark.skipif(not SANITIZER_RUNTIMES, reason="needs a C++ compiler with ASan and UBSan")
 def test_project_tests_pass_under_asan_and_ubsan(tmp_path):
     """The whole extension, instrumented, inside Python beside an uninstrumented
     jaxlib, as the generated README documents. The sanitizer runtimes must be
@@ -44,7 +46,7 @@ def test_project_tests_pass_under_asan_and_ubsan(tmp_path):
     project = scaffold(FFI, tmp_path, {})
     env = {
         **os.environ,
-        "LD_PRELOAD": " ".join(sanitizer_runtimes()),
+        "LD_PRELOAD": " ".join(SANITIZER_RUNTIMES),
         "ASAN_OPTIONS": "detect_leaks=0",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
     }
@@ -68,16 +70,7 @@ def test_project_tests_pass_under_asan_and_ubsan(tmp_path):
 @pytest.mark.slow
 def test_isolated_install_and_the_fast_dev_loop_work_in_a_fresh_venv(tmp_path):
     project = scaffold(FFI, tmp_path / "out", {"cuda": "no"})
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-
-    def run(*args):
-        result = subprocess.run(
-            [python, *args], cwd=project, capture_output=True, text=True, timeout=1200
-        )
-        assert result.returncode == 0, f"{args}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-        return result
+    run = fresh_venv(tmp_path / "venv", cwd=project)
 
     # 1. What a user runs first: an isolated build from the declared requirements.
     run("-m", "pip", "install", "--quiet", ".[test]")
@@ -98,4 +91,3 @@ def test_isolated_install_and_the_fast_dev_loop_work_in_a_fresh_venv(tmp_path):
     run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".")
     result = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rms_norm.py")
     assert " passed" in result.stdout and "failed" not in result.stdout
-    assert sys.executable != python

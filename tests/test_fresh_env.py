@@ -1,11 +1,8 @@
 """The slow, honest check: a baked project installs into a brand-new virtual
 environment from its own declared dependencies, and its tests pass there."""
 
-import subprocess
-import sys
-import venv
-
 import pytest
+from conftest import fresh_venv
 
 from jax_ladder.rungs import by_name
 from jax_ladder.scaffold import scaffold
@@ -21,17 +18,7 @@ FRESH_CASES = [
 @pytest.mark.parametrize(("rung_name", "options"), FRESH_CASES, ids=lambda v: str(v))
 def test_generated_project_installs_and_passes_in_a_fresh_venv(tmp_path, rung_name, options):
     project = scaffold(by_name(rung_name), tmp_path / "out", options)
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-
-    def run(*args):
-        result = subprocess.run(
-            [python, *args], cwd=project, capture_output=True, text=True, timeout=1200
-        )
-        assert result.returncode == 0, f"{args}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-        return result
-
+    run = fresh_venv(tmp_path / "venv", cwd=project)
     run("-m", "pip", "install", "--quiet", "-e", ".[test]")
     # Nothing of the kit leaks in: the project must stand alone.
     run(
@@ -41,4 +28,3 @@ def test_generated_project_installs_and_passes_in_a_fresh_venv(tmp_path, rung_na
     result = run("-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert " passed" in result.stdout
     run("benchmarks/bench.py", "--quick")
-    assert sys.executable != python

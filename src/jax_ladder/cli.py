@@ -146,22 +146,33 @@ def _rung_or_error(name: str) -> Rung:
     return rung
 
 
-def _ask(option: Option, default: object) -> object:
-    """Prompt until the answer is valid; Enter keeps the default."""
-    hint = f" [{'/'.join(option.choices)}]" if option.choices else ""
+def _prompt(prompt: str, default, parse, no_answer: str):
+    """Ask until parse(text) accepts the answer; Enter keeps the default.
+
+    parse raises UsageError for a bad answer, which is shown before asking
+    again; with nothing left on standard input, UsageError(no_answer).
+    """
     while True:
         try:
-            text = input(f"{option.prompt}{hint} ({default}): ").strip()
+            text = input(prompt).strip()
         except EOFError:
-            raise UsageError(
-                "no answer on standard input; pass --no-input to take defaults"
-            ) from None
+            raise UsageError(no_answer) from None
         if not text:
             return default
         try:
-            return parse_value(option, text)
+            return parse(text)
         except UsageError as err:
             print(f"  {err}")
+
+
+def _ask(option: Option, default: object) -> object:
+    hint = f" [{'/'.join(option.choices)}]" if option.choices else ""
+    return _prompt(
+        f"{option.prompt}{hint} ({default}): ",
+        default,
+        lambda text: parse_value(option, text),
+        "no answer on standard input; pass --no-input to take defaults",
+    )
 
 
 def cmd_new(args) -> int:
@@ -218,24 +229,15 @@ def _print_table(rows) -> None:
 
 
 def _ask_question(question: rec.Question) -> str:
-    """Prompt until the answer is one of the choices; Enter keeps the default."""
     if question.hint:
         print(f"  ({question.hint})")
-    prompt = f"{question.text} [{'/'.join(question.choices)}] ({question.default}): "
-    while True:
-        try:
-            text = input(prompt).strip()
-        except EOFError:
-            raise UsageError(
-                f"no answer to {question.key!r} on standard input; pass --answer "
-                f"{question.key}=VALUE, --answers FILE, or --no-input to take defaults"
-            ) from None
-        if not text:
-            return question.default
-        try:
-            return rec.parse_answer(question, text)
-        except UsageError as err:
-            print(f"  {err}")
+    return _prompt(
+        f"{question.text} [{'/'.join(question.choices)}] ({question.default}): ",
+        question.default,
+        lambda text: rec.parse_answer(question, text),
+        f"no answer to {question.key!r} on standard input; pass --answer "
+        f"{question.key}=VALUE, --answers FILE, or --no-input to take defaults",
+    )
 
 
 def cmd_recommend(args) -> int:

@@ -63,14 +63,25 @@ def load_options(template: Path) -> dict[str, Option]:
     return options
 
 
+def check_choice(key: str, text: str, choices: tuple[str, ...]) -> str:
+    """text if it is one of choices, else a UsageError naming them."""
+    if text not in choices:
+        raise UsageError(f"{key}={text!r} is not allowed; use one of: {', '.join(choices)}")
+    return text
+
+
+def split_assignment(item: str, flag: str) -> tuple[str, str]:
+    """ "KEY=VALUE" given to `flag` as (KEY, VALUE), or a UsageError."""
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise UsageError(f"{flag} expects KEY=VALUE, got {item!r}")
+    return key, value
+
+
 def parse_value(option: Option, text: str) -> object:
     """Convert one user-given string to the option's type, or raise UsageError."""
     if option.kind == "choice":
-        if text not in option.choices:
-            raise UsageError(
-                f"{option.key}={text!r} is not allowed; use one of: {', '.join(option.choices)}"
-            )
-        return text
+        return check_choice(option.key, text, option.choices)
     if option.kind == "bool":
         if text.lower() in TRUE:
             return True
@@ -88,9 +99,7 @@ def parse_assignments(options: dict[str, Option], assignments: list[str]) -> dic
     """Turn ["KEY=VALUE", ...] into a validated dict."""
     values: dict[str, object] = {}
     for item in assignments:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        key, text = split_assignment(item, "--set")
         if key not in options:
             known = ", ".join(options)
             raise UsageError(f"unknown option {key!r}; this template's options are: {known}")

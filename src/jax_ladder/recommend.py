@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jax_ladder.options import UsageError
+from jax_ladder.options import UsageError, check_choice, split_assignment
 from jax_ladder.rungs import LADDER, Rung, by_name
 
 Conditions = Mapping[str, tuple[str, ...]]
@@ -773,21 +773,14 @@ def applies(question: Question, answers: Mapping[str, str]) -> bool:
 
 
 def parse_answer(question: Question, text: str) -> str:
-    value = text.strip()
-    if value not in question.choices:
-        raise UsageError(
-            f"{question.key}={value!r} is not allowed; use one of: {', '.join(question.choices)}"
-        )
-    return value
+    return check_choice(question.key, text.strip(), question.choices)
 
 
 def parse_answer_flags(items: Iterable[str]) -> dict[str, str]:
     """["key=value", ...] from --answer, validated."""
     given: dict[str, str] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--answer expects KEY=VALUE, got {item!r}")
+        key, value = split_assignment(item, "--answer")
         question = QUESTION[_known_key(key.strip())]
         given[question.key] = parse_answer(question, value)
     return given

@@ -114,4 +114,30 @@ inline std::optional<ffi::Error> check_eps(const char* op, double eps) {
   return std::nullopt;
 }
 
+// Everything the forward handlers (CPU and CUDA) check before computing; fills
+// in the geometry of x.
+inline std::optional<ffi::Error> check_forward(const ffi::AnyBuffer& x, const ffi::AnyBuffer& y,
+                                               const ffi::AnyBuffer& rinv, double eps,
+                                               Geometry& geometry) {
+  constexpr const char* op = "rms_norm_fwd";
+  if (auto error = check_input(op, x, geometry)) return error;
+  if (auto error = check_eps(op, eps)) return error;
+  if (auto error = check_same(op, "output y", y, x.element_type(), x.dimensions())) return error;
+  return check_residual(op, "output rinv", rinv, x);
+}
+
+// Everything the backward handlers (CPU and CUDA) check before computing.
+inline std::optional<ffi::Error> check_backward(const ffi::AnyBuffer& x,
+                                                const ffi::AnyBuffer& rinv,
+                                                const ffi::AnyBuffer& ct,
+                                                const ffi::AnyBuffer& dx, Geometry& geometry) {
+  constexpr const char* op = "rms_norm_bwd";
+  if (auto error = check_input(op, x, geometry)) return error;
+  if (auto error = check_residual(op, "input rinv", rinv, x)) return error;
+  if (auto error = check_same(op, "cotangent", ct, x.element_type(), x.dimensions())) {
+    return error;
+  }
+  return check_same(op, "output dx", dx, x.element_type(), x.dimensions());
+}
+
 }  // namespace rms_norm

@@ -45,12 +45,8 @@ void run_backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::Any
 
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
                        ffi::Result<ffi::AnyBuffer> rinv, double eps) {
-  constexpr const char* op = "rms_norm_fwd";
   Geometry g;
-  if (auto error = check_input(op, x, g)) return *error;
-  if (auto error = check_eps(op, eps)) return *error;
-  if (auto error = check_same(op, "output y", *y, x.element_type(), x.dimensions())) return *error;
-  if (auto error = check_residual(op, "output rinv", *rinv, x)) return *error;
+  if (auto error = check_forward(x, *y, *rinv, eps, g)) return *error;
   switch (x.element_type()) {
     case ffi::DataType::F32: run_forward<float>(pool, x, *y, *rinv, g, eps); break;
     case ffi::DataType::F64: run_forward<double>(pool, x, *y, *rinv, g, eps); break;
@@ -62,16 +58,8 @@ ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::
 
 ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer rinv,
                         ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
-  constexpr const char* op = "rms_norm_bwd";
   Geometry g;
-  if (auto error = check_input(op, x, g)) return *error;
-  if (auto error = check_residual(op, "input rinv", rinv, x)) return *error;
-  if (auto error = check_same(op, "cotangent", ct, x.element_type(), x.dimensions())) {
-    return *error;
-  }
-  if (auto error = check_same(op, "output dx", *dx, x.element_type(), x.dimensions())) {
-    return *error;
-  }
+  if (auto error = check_backward(x, rinv, ct, *dx, g)) return *error;
   switch (x.element_type()) {
     case ffi::DataType::F32: run_backward<float>(pool, x, rinv, ct, *dx, g); break;
     case ffi::DataType::F64: run_backward<double>(pool, x, rinv, ct, *dx, g); break;

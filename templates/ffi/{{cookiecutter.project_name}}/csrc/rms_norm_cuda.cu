@@ -141,10 +141,7 @@ ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::A
                        ffi::Result<ffi::AnyBuffer> rinv, double eps) {
   constexpr const char* op = "rms_norm_fwd";
   Geometry g;
-  if (auto error = check_input(op, x, g)) return *error;
-  if (auto error = check_eps(op, eps)) return *error;
-  if (auto error = check_same(op, "output y", *y, x.element_type(), x.dimensions())) return *error;
-  if (auto error = check_residual(op, "output rinv", *rinv, x)) return *error;
+  if (auto error = check_forward(x, *y, *rinv, eps, g)) return *error;
   if (g.rows == 0) return ffi::Error::Success();
   switch (x.element_type()) {
     case ffi::DataType::F32: launch_forward<float, float>(stream, x, *y, *rinv, g, eps); break;
@@ -161,14 +158,7 @@ ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer ri
                         ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
   constexpr const char* op = "rms_norm_bwd";
   Geometry g;
-  if (auto error = check_input(op, x, g)) return *error;
-  if (auto error = check_residual(op, "input rinv", rinv, x)) return *error;
-  if (auto error = check_same(op, "cotangent", ct, x.element_type(), x.dimensions())) {
-    return *error;
-  }
-  if (auto error = check_same(op, "output dx", *dx, x.element_type(), x.dimensions())) {
-    return *error;
-  }
+  if (auto error = check_backward(x, rinv, ct, *dx, g)) return *error;
   if (g.rows == 0) return ffi::Error::Success();
   switch (x.element_type()) {
     case ffi::DataType::F32: launch_backward<float, float>(stream, x, rinv, ct, *dx, g); break;
