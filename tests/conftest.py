@@ -24,8 +24,14 @@ def combination_id(rung, combo):
     return "-".join([rung.name, *(f"{k}={v}" for k, v in combo.items())])
 
 
+# Each combination is one xdist group (`--dist loadgroup`): its bake, build
+# and mutants stay on one worker and share the module-scoped fixtures.
 ALL_COMBINATIONS = [
-    pytest.param((rung, combo), id=combination_id(rung, combo))
+    pytest.param(
+        (rung, combo),
+        id=combination_id(rung, combo),
+        marks=pytest.mark.xdist_group(combination_id(rung, combo)),
+    )
     for rung in available()
     for combo in option_combinations(rung)
 ]
@@ -72,3 +78,24 @@ def fresh_venv(env_dir: Path, cwd: Path):
 
 def files_under(path: Path):
     return sorted(p.relative_to(path) for p in path.rglob("*"))
+
+
+# The mutation score per option combination, gathered from the test reports
+# (xdist workers send user_properties to the controller) and printed at the end.
+MUTATION_SCORES = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        MUTATION_SCORES.extend(value for key, value in report.user_properties if key == "mutation")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not MUTATION_SCORES:
+        return
+    terminalreporter.section("mutation score (killed / applicable mutants)")
+    for combo, killed, total, seconds in sorted(MUTATION_SCORES):
+        terminalreporter.write_line(f"{combo:<60} {killed:>3} / {total:<3} {seconds:6.1f} s")
+    killed = sum(s[1] for s in MUTATION_SCORES)
+    total = sum(s[2] for s in MUTATION_SCORES)
+    terminalreporter.write_line(f"{'all':<60} {killed:>3} / {total:<3}")

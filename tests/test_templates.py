@@ -9,11 +9,12 @@ import re
 import subprocess
 import sys
 
+import mutation
 import pytest
-from conftest import ALL_COMBINATIONS, REPO, assert_lint_clean, files_under
+from conftest import ALL_COMBINATIONS, REPO, assert_lint_clean, files_under, option_combinations
 
 from jax_ladder.options import MAX_NAME_LENGTH
-from jax_ladder.rungs import available
+from jax_ladder.rungs import available, template_dir
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
 
@@ -28,6 +29,12 @@ def baked(request, tmp_path_factory):
     rung, combo = request.param
     out = tmp_path_factory.mktemp(rung.name)
     return scaffold(rung, out, combo)
+
+
+@pytest.fixture(scope="module")
+def built(baked):
+    """The baked project, its extension (if any) built once and placed in src/."""
+    return mutation.Project(baked)
 
 
 def test_no_jinja_left_in_generated_files(baked):
@@ -45,8 +52,8 @@ def test_no_jinja_left_in_generated_files(baked):
             )
 
 
-def test_baked_project_passes_its_own_tests(baked):
-    run = run_project_tests(baked)
+def test_baked_project_passes_its_own_tests(built):
+    run = run_project_tests(built.path, code=built.path / "src")
     assert run.ok, run.output[-5000:]
     assert run.worst_error is not None, "the project's tests did not report their oracle error"
     assert run.worst_fraction <= 100
@@ -96,3 +103,37 @@ def test_longest_allowed_name_is_still_lint_clean(tmp_path, rung):
     name = "n" * MAX_NAME_LENGTH
     project = scaffold(rung, tmp_path, {"project_name": name})
     assert_lint_clean(project)
+
+
+@pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
+def test_mutation_list_covers_every_category_and_combination(rung):
+    mutations = mutation.load(template_dir(rung))
+    combinations = list(option_combinations(rung))
+    assert mutation.combination_problems(mutations, combinations) == []
+
+
+def test_every_mutant_is_killed_by_the_projects_own_tests(request, built):
+    """The project's tests fail for each applicable mutant in its mutations.toml.
+
+    Runs after test_baked_project_passes_its_own_tests in the same module and
+    worker, so a failing test here is the mutant's doing, not the baseline's."""
+    rung, combo = request.node.callspec.params["baked"]
+    mutants = [
+        m
+        for m in mutation.load(template_dir(rung)).mutants
+        if m.applies_to(combo) and not m.survives
+    ]
+    outcomes = [built.run_mutant(m) for m in mutants]
+    killed = sum(o.killed for o in outcomes)
+    seconds = sum(o.seconds for o in outcomes)
+    request.node.user_properties.append(
+        ("mutation", (request.node.callspec.id, killed, len(outcomes), seconds))
+    )
+    problems = [
+        f"{o.mutant.name} ({o.mutant.breaks}): "
+        + ("invalid: " if not o.valid else "survived: ")
+        + o.detail
+        for o in outcomes
+        if not o.killed
+    ]
+    assert problems == [], "\n".join(problems)

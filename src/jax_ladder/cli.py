@@ -49,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
         "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
     )
     demo.add_argument("-v", "--verbose", action="store_true", help="show the tests' output")
+    demo.add_argument(
+        "--rung",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this rung (repeatable; default: every rung with a template)",
+    )
 
     rcmd = sub.add_parser(
         "recommend",
@@ -192,8 +199,8 @@ def cmd_new(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    rungs = [_rung_or_error(name) for name in args.rung] or available()
     out = args.output_dir or Path(tempfile.mkdtemp(prefix="jax-ladder-demo-"))
-    rungs = available()
     print(f"jax-ladder demo: {len(rungs)} rung(s) in {out}", flush=True)
     rows = []
     for i, rung in enumerate(rungs, 1):

@@ -58,28 +58,37 @@ def run_project_tests(
     extra_args: tuple[str, ...] = (),
     build_config: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    code: Path | None = None,
 ) -> TestRun:
     """pytest the project in the current environment, without installing it there.
 
     Pure-Python projects run with their src/ on the path. A project with
     compiled code is first built into a temporary folder (`build_config`:
-    extra scikit-build-core `-C` settings) that goes on the path instead.
+    extra scikit-build-core `-C` settings) that goes on the path instead;
+    `code` names an already built folder to use instead of building.
+    Before testing, the runner checks that every module of the package
+    imports from that folder (an editable install of a same-named project
+    would otherwise win through its import hook) and refuses if not.
     `echo(line)` is called with each output line as it arrives; `env`
     replaces os.environ for the test process.
     """
     env = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        code = project / "src"
-        if needs_build(project):
-            code = Path(tmp) / "site"
-            status, output = build_project(project, code, build_config)
-            if echo:
-                for line in output.splitlines():
-                    echo(line)
-            if status != 0:
-                return TestRun(0, 0, 0, None, None, time.perf_counter() - start, status, output)
+        if code is None:
+            code = project / "src"
+            if needs_build(project):
+                code = Path(tmp) / "site"
+                status, output = build_project(project, code, build_config)
+                if echo:
+                    for line in output.splitlines():
+                        echo(line)
+                if status != 0:
+                    return TestRun(0, 0, 0, None, None, time.perf_counter() - start, status, output)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
+        problem = shadowing_problem(project, code, env)
+        if problem:
+            return TestRun(0, 0, 0, None, None, time.perf_counter() - start, 1, problem)
         junit = Path(tmp) / "junit.xml"
         cmd = [
             sys.executable,
@@ -113,6 +122,53 @@ def run_project_tests(
         seconds=seconds,
         returncode=returncode,
         output=output,
+    )
+
+
+# Run in the test process's environment: where would each module of the
+# package be imported from? Prints one "name origin" line per module.
+_WHERE_FROM = """
+import importlib.util, pkgutil, sys
+name = sys.argv[1]
+spec = importlib.util.find_spec(name)
+print(name, spec.origin if spec else None)
+for info in pkgutil.iter_modules(spec.submodule_search_locations or []) if spec else ():
+    sub = importlib.util.find_spec(f"{name}.{info.name}")
+    print(f"{name}.{info.name}", sub.origin if sub else None)
+"""
+
+
+def shadowing_problem(project: Path, code: Path, env: dict[str, str]) -> str | None:
+    """Why the tests would not import the code under test, or None if they would.
+
+    Import hooks (scikit-build-core's editable installs put one first on
+    sys.meta_path) beat PYTHONPATH, so a same-named project installed in the
+    environment would be tested instead of the one just built.
+    """
+    package = next(project.glob("src/*/__init__.py")).parent.name
+    where = subprocess.run(
+        [sys.executable, "-c", _WHERE_FROM, package],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if where.returncode != 0:
+        return f"could not locate package {package!r} for testing:\n{where.stderr[-2000:]}"
+    root = code.resolve()
+    foreign = []
+    for line in where.stdout.splitlines():
+        name, origin = line.split(" ", 1)
+        if origin == "None" or root not in Path(origin).resolve().parents:
+            foreign.append(f"{name} from {origin}")
+    if not foreign:
+        return None
+    return (
+        f"refusing to test {project}: this environment already has a package named "
+        f"{package!r} installed, and its import hook wins over the code just built, so the "
+        f"tests would run against the installed copy ({'; '.join(foreign[:3])}). "
+        f"Uninstall that copy (for instance python -m pip uninstall {project.name}) or run "
+        "in another environment."
     )
 
 

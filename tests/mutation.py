@@ -1,0 +1,271 @@
+"""Mutation checks: prove that a generated project's tests bite.
+
+Each template keeps `mutations.toml` beside its `cookiecutter.json`: small,
+realistic slips (a flipped sign, an off-by-one mask, a narrower accumulator, a
+wrong partition spec, a dropped input check), each one textual replacement in
+the generated project. For every option combination a mutant applies to, the
+kit applies it to a baked project and runs the project's own tests with `-x`:
+they must fail. A mutant that survives is a finding; the only way to keep one
+is a `survives = "why it is harmless"` line, which is reported, not run.
+
+Also a script, for whoever writes a template's list:
+
+    python tests/mutation.py templates/<rung> [--set key=value ...] [--only NAME]
+
+bakes that template (from the given folder) and prints each mutant's fate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Every category a template's list must cover, unless it says why not.
+CATEGORIES = ("values", "gradient", "edge", "sharding", "dtype", "validation")
+MIN_MUTANTS = 5  # per template
+MIN_PER_COMBINATION = 3  # applicable, non-survivor mutants per option combination
+TIMEOUT_S = 600  # a hung test run counts as killed, but says so
+COMPILED_SUFFIXES = {".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".txt"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    category: str
+    file: str  # relative to the generated project; {package} is the package name
+    original: str
+    replacement: str
+    breaks: str
+    when: dict[str, str] = field(default_factory=dict)
+    tests: tuple[str, ...] = ()
+    survives: str = ""  # non-empty: a justified survivor, not run
+
+    def applies_to(self, options: dict[str, str]) -> bool:
+        return all(options.get(key) == value for key, value in self.when.items())
+
+    def path(self, project: Path, package: str) -> Path:
+        return project / self.file.format(package=package)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the change is in code the build compiles (needs a rebuild)."""
+        return Path(self.file).suffix in COMPILED_SUFFIXES
+
+
+@dataclass(frozen=True)
+class MutationList:
+    mutants: tuple[Mutant, ...]
+    not_applicable: dict[str, str]  # category -> why it does not apply
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutant: Mutant
+    killed: bool
+    seconds: float
+    detail: str  # the first failing test, "timed out", or why it is invalid
+    valid: bool = True  # False: the mutant could not be applied or built
+
+
+def load(template: Path) -> MutationList:
+    data = tomllib.loads((template / "mutations.toml").read_text())
+    mutants = []
+    for entry in data.get("mutant", []):
+        entry = dict(entry)
+        entry["tests"] = tuple(entry.get("tests", ()))
+        mutants.append(Mutant(**entry))
+    return MutationList(tuple(mutants), dict(data.get("not_applicable", {})))
+
+
+def package_of(project: Path) -> str:
+    (init,) = project.glob("src/*/__init__.py")
+    return init.parent.name
+
+
+@contextmanager
+def applied(project: Path, mutant: Mutant, package: str) -> Iterator[None]:
+    """The project with the mutant applied; the file is restored afterwards."""
+    path = mutant.path(project, package)
+    text = path.read_text()
+    count = text.count(mutant.original)
+    if count != 1:
+        raise ValueError(
+            f"mutant {mutant.name!r}: its original text occurs {count} times in "
+            f"{path.relative_to(project)} (must be exactly once); update mutations.toml"
+        )
+    path.write_text(text.replace(mutant.original, mutant.replacement))
+    try:
+        yield
+    finally:
+        path.write_text(text)
+
+
+class Project:
+    """A baked project ready to test mutants in place: pure-Python code runs
+    from src/; a compiled project is built once and its extension modules are
+    copied into src/<package>/, so a Python mutant needs no rebuild and a C++
+    mutant rebuilds incrementally (the project's fixed build-dir)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.package = package_of(path)
+        self.compiled = (path / "CMakeLists.txt").is_file()
+        self._built: list[Path] = []
+        if self.compiled:
+            self._install_build()
+            self._built = [p for p in self.package_dir.iterdir() if p.suffix == ".so"]
+            self._pristine = {p: p.read_bytes() for p in self._built}
+
+    @property
+    def package_dir(self) -> Path:
+        return self.path / "src" / self.package
+
+    def _install_build(self) -> tuple[bool, str]:
+        """Build into a scratch folder; copy its extension modules into src/."""
+        from jax_ladder.runner import build_project
+
+        with tempfile.TemporaryDirectory() as tmp:
+            status, output = build_project(self.path, Path(tmp))
+            if status != 0:
+                return False, output
+            for module in (Path(tmp) / self.package).glob("*.so"):
+                shutil.copy2(module, self.package_dir / module.name)
+        return True, ""
+
+    def restore_build(self) -> None:
+        for module, data in getattr(self, "_pristine", {}).items():
+            module.write_bytes(data)
+
+    def pytest(self, *args: str) -> tuple[int, str]:
+        env = {**os.environ, "PYTHONPATH": str(self.path / "src")}
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args]
+        try:
+            proc = subprocess.run(
+                command,
+                cwd=self.path,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            return -1, "timed out"
+        return proc.returncode, proc.stdout
+
+    def run_mutant(self, mutant: Mutant) -> Outcome:
+        start = time.perf_counter()
+        try:
+            with applied(self.path, mutant, self.package):
+                if mutant.compiled and self.compiled:
+                    ok, output = self._install_build()
+                    if not ok:
+                        return Outcome(mutant, False, _since(start), _tail(output), valid=False)
+                code, output = self._run_tests(mutant)
+        except ValueError as err:
+            return Outcome(mutant, False, _since(start), str(err), valid=False)
+        finally:
+            self.restore_build()
+        if code == 5:  # pytest: no tests collected
+            return Outcome(mutant, False, _since(start), "its `tests` select nothing", False)
+        return Outcome(mutant, code != 0, _since(start), _first_failure(output))
+
+    def _run_tests(self, mutant: Mutant) -> tuple[int, str]:
+        """The hinted tests first (a kill costs seconds), then the whole suite."""
+        if mutant.tests:
+            code, output = self.pytest(*mutant.tests)
+            if code != 0:
+                return code, output
+        return self.pytest()
+
+
+def _since(start: float) -> float:
+    return time.perf_counter() - start
+
+
+def _tail(output: str, lines: int = 15) -> str:
+    return "\n".join(output.splitlines()[-lines:])
+
+
+def _first_failure(output: str) -> str:
+    """The first `FAILED ...`/`ERROR ...` line of a pytest run, else its last line."""
+    if output == "timed out":
+        return output
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line[:200]
+    lines = output.strip().splitlines()
+    return lines[-1][:200] if lines else ""
+
+
+def combination_problems(mutations: MutationList, combinations: list[dict[str, str]]) -> list[str]:
+    """What a template's list lacks: enough mutants, every category, enough per combination."""
+    problems = []
+    live = [m for m in mutations.mutants if not m.survives]
+    if len(live) < MIN_MUTANTS:
+        problems.append(f"{len(live)} mutants that must die; at least {MIN_MUTANTS} needed")
+    covered = {m.category for m in live}
+    for category in CATEGORIES:
+        if category not in covered and category not in mutations.not_applicable:
+            problems.append(f"no mutant in category {category!r} (nor a reason in not_applicable)")
+    unknown = {m.category for m in mutations.mutants} - set(CATEGORIES)
+    problems += [f"unknown category {c!r}" for c in sorted(unknown)]
+    names = [m.name for m in mutations.mutants]
+    problems += [
+        f"duplicate mutant name {n!r}" for n in sorted({n for n in names if names.count(n) > 1})
+    ]
+    for combo in combinations:
+        count = sum(m.applies_to(combo) for m in live)
+        if count < MIN_PER_COMBINATION:
+            problems.append(f"{combo}: {count} applicable mutants; at least {MIN_PER_COMBINATION}")
+    return problems
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("template", type=Path, help="a template folder, e.g. templates/pallas")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME")
+    args = parser.parse_args()
+    from cookiecutter.main import cookiecutter
+
+    options = dict(item.split("=", 1) for item in args.set)
+    defaults = _defaults(args.template)
+    combo = {**defaults, **options}
+    mutations = load(args.template)
+    with tempfile.TemporaryDirectory() as out:
+        path = cookiecutter(
+            str(args.template), no_input=True, extra_context=options, output_dir=out
+        )
+        project = Project(Path(path))
+        chosen = [m for m in mutations.mutants if m.applies_to(combo) and not m.survives]
+        chosen = [m for m in chosen if not args.only or m.name in args.only]
+        killed = 0
+        for mutant in chosen:
+            outcome = project.run_mutant(mutant)
+            killed += outcome.killed
+            fate = "killed" if outcome.killed else ("INVALID" if not outcome.valid else "SURVIVED")
+            print(f"{fate:<9} {outcome.seconds:6.1f}s  {mutant.name}: {outcome.detail}", flush=True)
+    print(f"{killed}/{len(chosen)} killed for {combo}")
+    return 0 if killed == len(chosen) else 1
+
+
+def _defaults(template: Path) -> dict[str, str]:
+    import json
+
+    spec = json.loads((template / "cookiecutter.json").read_text())
+    return {k: v[0] for k, v in spec.items() if isinstance(v, list) and not k.startswith("_")}
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

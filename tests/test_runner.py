@@ -1,0 +1,34 @@
+"""The runner tests what it just built, or refuses: never an installed copy."""
+
+import subprocess
+import sys
+
+from jax_ladder.rungs import by_name
+from jax_ladder.runner import run_project_tests
+from jax_ladder.scaffold import scaffold
+
+NAME = "shadow-probe-7f3a"  # unique: nothing else in the suite uses this package name
+
+
+def pip(*args):
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_an_editable_same_named_project_is_refused_not_tested(tmp_path):
+    """An editable scikit-build-core install (the FFI project's next steps)
+    puts an import hook first on sys.meta_path, which beats PYTHONPATH: before
+    the check, the runner silently tested that installed copy."""
+    installed = scaffold(by_name("ffi"), tmp_path / "installed", {"project_name": NAME})
+    fresh = scaffold(by_name("custom-vjp"), tmp_path / "fresh", {"project_name": NAME})
+    pip("install", "--quiet", "--no-build-isolation", "--no-deps", "-e", str(installed))
+    try:
+        run = run_project_tests(fresh)
+    finally:
+        pip("uninstall", "--quiet", "--yes", NAME)
+    assert not run.ok
+    assert "refusing to test" in run.output, run.output[-3000:]
+    assert "shadow_probe_7f3a" in run.output and str(installed) in run.output
+    # With the installed copy gone, the same project is tested as usual.
+    assert run_project_tests(fresh, extra_args=("-k", "reference")).ok
