@@ -22,24 +22,34 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from {{ cookiecutter.package_name }} import top_k  # noqa: E402
 
-from oracle import top_k_f64, top_k_vjp_f64  # noqa: E402
+from oracle import quantized_with_ties, top_k_f64, top_k_vjp_f64  # noqa: E402
 
 K = 4
 mesh = jax.make_mesh((2, 4), ("batch", "items"), axis_types=(AxisType.Auto,) * 2)
-x_host = np.random.default_rng(0).standard_normal((8, 512)).astype(np.float32)  # same everywhere
-cotangent = np.random.default_rng(1).standard_normal((8, K)).astype(np.float32)
 sharding = NamedSharding(mesh, P("batch", "items"))
-x = jax.make_array_from_callback(x_host.shape, sharding, lambda index: x_host[index])
+# Fixed seeds: every process builds the same inputs. Normal draws, then ties
+# that straddle the item shards.
+normal = np.random.default_rng(0).standard_normal((8, 512)).astype(np.float32)
+tied = quantized_with_ties(np.random.default_rng(2), (8, 512))
+cotangent = np.random.default_rng(1).standard_normal((8, K)).astype(np.float32)
+top_k_of = jax.jit(lambda x: top_k(x, K))
+grad_of = jax.jit(jax.grad(lambda x: jnp.sum(cotangent * top_k(x, K)[0])))
 
-with jax.set_mesh(mesh):
-    values, indices = jax.jit(lambda x: top_k(x, K))(x)
-    grad = jax.jit(jax.grad(lambda x: jnp.sum(cotangent * top_k(x, K)[0])))(x)
 
-values, indices, grad = (
-    multihost_utils.process_allgather(a, tiled=True) for a in (values, indices, grad)
-)
-want_values, want_indices = top_k_f64(x_host, K)
-np.testing.assert_array_equal(indices, want_indices)
-np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-6)
-np.testing.assert_allclose(grad, top_k_vjp_f64(x_host, K, cotangent), rtol=1e-5, atol=1e-6)
+def check(x_host):
+    x = jax.make_array_from_callback(x_host.shape, sharding, lambda index: x_host[index])
+    with jax.set_mesh(mesh):
+        values, indices = top_k_of(x)
+        grad = grad_of(x)
+    values, indices, grad = (
+        multihost_utils.process_allgather(a, tiled=True) for a in (values, indices, grad)
+    )
+    want_values, want_indices = top_k_f64(x_host, K)
+    np.testing.assert_array_equal(indices, want_indices)
+    np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad, top_k_vjp_f64(x_host, K, cotangent), rtol=1e-5, atol=1e-6)
+
+
+check(normal)
+check(tied)
 print(f"process {process_id}: ok on {jax.device_count()} devices", flush=True)

@@ -68,6 +68,23 @@ def top_k_f64(x, k):
     return values, indices
 
 
+def quantized_with_ties(rng, shape, dtype="float32"):
+    """Inputs full of ties, within every shard and across all of them.
+
+    Every entry is 0, 1 or 2, so a row's largest value occurs in every shard
+    and the top k is decided by the lower-index rule alone. Every other row
+    also holds a 3 at both sides of an item-shard boundary for 2, 4 and 8
+    equal shards: up to six tied winners, each pair split between two shards.
+    """
+    x = rng.integers(0, 3, shape).astype(dtype)
+    items = shape[1]
+    for row in x[::2]:
+        for shards in (2, 4, 8):
+            boundary = items // shards * rng.integers(1, shards)
+            row[boundary - 1 : boundary + 1] = 3
+    return x
+
+
 def top_k_vjp_f64(x, k, cotangent):
     """Gradient of sum(cotangent * values) with respect to x."""
     x = np.asarray(x, np.float64)

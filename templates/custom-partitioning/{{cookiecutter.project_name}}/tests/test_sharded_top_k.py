@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }} import top_k, top_k_reference
 from {{ cookiecutter.package_name }}.hlo import collectives, compiled_text
 from {{ cookiecutter.package_name }}.sharded_top_k import SHARD_ITEMS, SOFTMAX
 
-from oracle import assert_close, rtol_for, top_k_f64, top_k_vjp_f64
+from oracle import assert_close, quantized_with_ties, rtol_for, top_k_f64, top_k_vjp_f64
 
 # (batch devices, item devices): 8 either way, both 2-D splits, and one device.
 MESH_SHAPES = [(8, 1), (1, 8), (4, 2), (2, 4), (1, 1)]
@@ -32,8 +32,12 @@ def make_mesh(shape):
     )
 
 
-def place(rng, mesh, spec, shape=(16, 1024), dtype="float32"):
-    x = rng.standard_normal(shape).astype(dtype)
+def place(rng, mesh, spec, shape=(16, 1024), dtype="float32", ties=False):
+    """A host array and its sharded copy: normal draws, or quantized_with_ties."""
+    if ties:
+        x = quantized_with_ties(rng, shape, dtype)
+    else:
+        x = rng.standard_normal(shape).astype(dtype)
     return x, jax.device_put(x, NamedSharding(mesh, spec))
 
 
@@ -70,14 +74,29 @@ def test_values_and_indices_match_reference(rng, mesh_shape, spec):
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=str)
+@pytest.mark.parametrize("mesh_shape", MESH_SHAPES, ids=str)
+def test_ties_go_to_the_lower_index_within_and_across_shards(rng, mesh_shape, spec):
+    # Normal draws never tie. Here every row's top k is a choice among equal
+    # values, some split across item shards: a merge that takes candidates out
+    # of shard order, or an unstable sort, returns other indices.
+    mesh = make_mesh(mesh_shape)
+    with jax.set_mesh(mesh):
+        x_host, x = place(rng, mesh, spec, ties=True)
+        values, indices = jax.jit(ops()[0])(x)
+    check_against_oracles(x_host, values, indices)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
 @pytest.mark.parametrize("mesh_shape", [(2, 4), (8, 1), (1, 8)], ids=str)
 def test_gradients_match_reference(rng, mesh_shape, spec):
     mesh = make_mesh(mesh_shape)
-    with jax.set_mesh(mesh):
-        x_host, x = place(rng, mesh, spec)
-        cotangent = rng.standard_normal((x.shape[0], K)).astype(np.float32)
-        grad = jax.jit(jax.grad(ops()[1]))(x, cotangent)
-    assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), 10 * rtol_for("float32"))
+    grad_of = jax.jit(jax.grad(ops()[1]))
+    for ties in (False, True):  # ties put winners on the first and last item of shards
+        with jax.set_mesh(mesh):
+            x_host, x = place(rng, mesh, spec, ties=ties)
+            cotangent = rng.standard_normal((x.shape[0], K)).astype(np.float32)
+            grad = grad_of(x, cotangent)
+        assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), 10 * rtol_for("float32"))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -85,18 +104,21 @@ def test_float64_and_k_edges(rng, dtype):
     mesh = make_mesh((2, 4))
     with jax.set_mesh(mesh):
         for k in (1, 256, 257, 1024):  # 256 items per shard: k above that needs whole rows
-            x_host, x = place(rng, mesh, P("batch", "items"), dtype=dtype)
-            values, indices = jax.jit(ops(k)[0])(x)
-            check_against_oracles(x_host, values, indices, k)
+            top_k_of = jax.jit(ops(k)[0])
+            for ties in (False, True):  # k = 256 merges every item of every shard
+                x_host, x = place(rng, mesh, P("batch", "items"), dtype=dtype, ties=ties)
+                values, indices = top_k_of(x)
+                check_against_oracles(x_host, values, indices, k)
 
 
 @pytest.mark.parametrize("shape", [(6, 1024), (16, 1001)], ids=str)
 def test_uneven_sizes(rng, shape):
     # 6 rows on 4 batch shards, 1001 items on 2 item shards: XLA pads the
     # shards; padded rows are dropped, and uneven items fall back to whole rows.
+    # Every item is below -1: padding (zeros on the CPU), if it got in, would win.
     mesh = make_mesh((4, 2))
     sharding = NamedSharding(mesh, P("batch", "items"))
-    x_host = rng.standard_normal(shape).astype(np.float32)
+    x_host = -1 - np.abs(rng.standard_normal(shape)).astype(np.float32)
     cotangent = rng.standard_normal((shape[0], K)).astype(np.float32)
 
     def loss_and_outputs(x):

@@ -19,11 +19,19 @@ def pairwise_distances(x, y):
     """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
 
     Differentiable everywhere: where rows coincide the gradient is 0, not NaN.
-    Squared differences must stay finite in the input dtype (|x - y| below about
-    1e19 in float32). Use jax.vmap for batches of point sets.
+    Half-precision inputs (bfloat16, float16) are computed in float32 and the
+    result rounded once. Squared differences must stay finite in that compute
+    dtype (|x - y| below about 1e19 in float32). Use jax.vmap for batches of
+    point sets.
     """
     x, y = _checked(x, y)
-    return _pairwise_distances(x, y)
+    # Upcast outside the rule, where JAX differentiates the casts: float16
+    # squares overflow beyond |x - y| = 256 (float16's max is 65504), and a
+    # backend may add half-precision terms in half precision. One rounding at
+    # the end is all the error a half-precision result needs.
+    compute = jnp.promote_types(x.dtype, jnp.float32)
+    d = _pairwise_distances(x.astype(compute), y.astype(compute))
+    return d.astype(x.dtype)
 
 
 def _checked(x, y):
