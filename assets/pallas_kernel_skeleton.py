@@ -63,8 +63,16 @@ VMEM_BUDGET_BYTES = 16 * 2**20
 # (Packed dtypes fill whole tiles at 16 rows for bfloat16, 32 for int8: prefer those sizes.)
 SUBLANES = 8
 # Strict interpretation: a data race raises, and memory nobody wrote reads as NaN, so a missing
-# write or an unmasked ragged edge shows up as a NaN or a wrong value.
-STRICT_INTERPRET = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan")
+# write or an unmasked ragged edge shows up as a NaN or a wrong value. Races need two threads:
+# with the default one, "parallel" grid steps never overlap and no race can be seen
+# (check_strict_interpreter proves the detector fires on a racy kernel).
+STRICT_INTERPRET = pltpu.InterpretParams(
+    detect_races=True,
+    on_race="raise",
+    num_cores_or_threads=2,
+    uninitialized_memory="nan",
+    out_of_bounds_reads="raise",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,6 +431,34 @@ def check_strict_interpreter(rng):
         check_against_oracles("strict float32 (20, 256)", run, x, weight, dy, RTOL["float32"])
     except Exception as e:  # a detected race raises
         report("strict interpreter ran", False, f"{type(e).__name__}: {str(e)[:200]}")
+    # The negative control: a sum over row blocks into one output block, wrongly marked
+    # "parallel", is a race; the interpreter must say so (else it cannot see the real ones).
+    try:
+        jax.block_until_ready(_racy_row_sum(x, interpret=STRICT_INTERPRET))
+        report("strict interpreter reports a race on a racy kernel", False, "no race reported")
+    except Exception as e:
+        report("strict interpreter reports a race on a racy kernel", "RACE" in str(e).upper())
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()  # a raised race leaves the interpreter's state
+
+
+def _racy_row_sum(x, *, interpret):
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _init():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += jnp.sum(x_ref[...], axis=0, keepdims=True)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(x.shape[0] // 8,),
+        in_specs=[pl.BlockSpec((8, x.shape[1]), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((1, x.shape[1]), lambda i: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((1, x.shape[1]), x.dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),  # wrong
+        interpret=interpret,
+    )(x[: x.shape[0] // 8 * 8])
 
 
 def lower_for_tpu(fn, *args):

@@ -24,6 +24,12 @@ BACKEND = "tpu"
 # 128 matches the 128x128 MXUs of v4/v5; v6e's are 256x256, so try 256 there
 # when the tiles still fit VMEM (3 tiles, double-buffered).
 DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 128}
+# Grid (i, j, kk). Each (i, j) output tile is independent: "parallel", so chips
+# with two TensorCores split them. The kk steps add into one accumulator and
+# write the tile once, so they must run in order on one core: "arbitrary". Marked
+# "parallel", two cores would write the same tile: a race, which the strict
+# interpreter reports (tests/test_kernel.py shows it).
+DIMENSION_SEMANTICS = ("parallel", "parallel", "arbitrary")
 
 
 def check_block(name, block, array_shape):
@@ -99,9 +105,7 @@ def matmul(
         out_specs=[out_spec] * len(out_shape),
         out_shape=out_shape,
         scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(
-            dimension_semantics=("parallel", "parallel", "arbitrary")
-        ),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=DIMENSION_SEMANTICS),
         interpret=_interpret(interpret),
     )(*operands)
     return tuple(outputs) if return_preactivation else outputs[0]

@@ -4,14 +4,31 @@ import jax
 from jax.experimental.pallas import tpu as pltpu
 
 NAME = "tpu"
-# Strict interpretation: a data race raises, and memory the kernel did not
-# write reads as NaN, so a missing write or an unmasked edge fails a test.
-STRICT = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan")
+# Strict interpretation: two simulated TensorCores split the "parallel" grid
+# axes between them (with the default one core nothing runs concurrently and no
+# race can be seen), visited in a seeded random order; a data race between them
+# raises; memory the kernel did not write reads as NaN, so a missing write or an
+# unmasked edge fails a test; a block read past an array's end raises.
+STRICT = pltpu.InterpretParams(
+    detect_races=True,
+    on_race="raise",
+    num_cores_or_threads=2,
+    random_seed=7,
+    uninitialized_memory="nan",
+    out_of_bounds_reads="raise",
+)
+# An error inside the TPU interpreter (a race, say) leaves its global state
+# dirty: reset it before the next kernel runs.
+reset_strict = pltpu.reset_tpu_interpret_mode_state
 # The custom call a lowered kernel becomes.
 KERNEL_CALL = "tpu_custom_call"
 # TPU tiles are (8, 128): block_k=100 is neither a multiple of 128 nor the full k=300.
 BAD_BLOCKS = {"block_k": 100}
 BAD_LOWERING = "divisible by 8 and 128"
+# Blocks the forward accepts and a backward matmul does not: block_k=8 spans all
+# of k=8, but da = dz @ b^T contracts over n=100, where 8 is neither a multiple
+# of 128 nor the whole axis. (shape (m, k, n), blocks)
+BACKWARD_ONLY_BAD = ((8, 8, 100), {"block_k": 8})
 
 
 def lower(fn, *args) -> str:
