@@ -1,22 +1,23 @@
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
 """The serialized artifact against the plain-JAX model: round trips at many
-sizes, platforms, differentiation, bad inputs and damaged files."""
+sizes, platforms, differentiation, bad inputs, damaged files and retired formats."""
 
 import hashlib
 import json
+import types
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 import numpy as np
 import pytest
-{%- if seq %}
 from jax import export
-{%- endif %}
+from jax._src.export import serialization_generated as flatbuffer
 
 from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import {% if seq %}MAX_LEN, {% endif %}init_params, predict
 
-from oracle import assert_close, rtol_for
+from oracle import assert_close, predict_f64, rtol_for
 
 # Concrete sizes for every symbolic dimension, edges included.
 SIZES = [{% if seq %}(1, 1), (2, 3), (5, 17), (64, 1), (3, {{ "MAX_LEN" }}){% else %}(1,), (2,), (17,), (1000,){% endif %}]
@@ -34,6 +35,15 @@ def loaded(saved):
     return artifact.load(saved)
 
 
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory):
+    """An artifact for a platform this process does not run on (it lowers
+    without the device)."""
+    platform = "tpu" if export.default_export_platform() == "cuda" else "cuda"
+    path = tmp_path_factory.mktemp("foreign") / f"{platform}.jax"
+    return artifact.load(artifact.save(artifact.export_model(platforms=(platform,)), path))
+
+
 def inputs_for(loaded, sizes, seed=0):
     {% if seq %}batch, seq = sizes
     return artifact.random_inputs(loaded.metadata, batch=batch, seq=seq, seed=seed){% else %}(batch,) = sizes
@@ -41,17 +51,21 @@ def inputs_for(loaded, sizes, seed=0):
 
 
 @pytest.mark.parametrize("sizes", SIZES, ids=str)
-def test_round_trip_matches_reference(loaded, sizes):
+def test_round_trip_matches_numpy(loaded, sizes):
     inputs = inputs_for(loaded, sizes)
     got = loaded(*inputs.values())
-    want = predict(init_params(), *inputs.values())
+    # The independent float64 oracle: float32 matmuls and tanh, a few ulps per term.
+    want = predict_f64(init_params(), *inputs.values())
     assert got.shape == want.shape
-    assert_close(got, want, rtol_for("float32"))
+    assert_close(got, want, 10 * rtol_for("float32"))
 
 
 def test_metadata_describes_the_artifact(saved, loaded):
     meta = loaded.metadata
     assert meta["jax_version"] == jax.__version__
+    assert meta["jaxlib_version"] == jaxlib.__version__
+    assert meta["serialization_version"] == artifact.serialization_version(saved.read_bytes())
+    assert meta["serialization_version"] == artifact.current_serialization_version()
     assert tuple(meta["platforms"]) == artifact.PLATFORMS == loaded.exported.platforms
     assert meta["calling_convention_version"] == loaded.exported.calling_convention_version
     assert meta["vjp_order"] == artifact.VJP_ORDER
@@ -59,7 +73,6 @@ def test_metadata_describes_the_artifact(saved, loaded):
     assert [i["shape"] for i in meta["inputs"]] == symbolic
     assert meta["outputs"][0]["shape"] == "b, 4"
     assert meta["size_bytes"] == saved.stat().st_size
-    assert loaded.age_days() < 1
 
 
 def test_every_requested_platform_is_lowered(loaded):
@@ -72,14 +85,55 @@ def test_every_requested_platform_is_lowered(loaded):
         assert artifact.export_model(platforms=(platform,)).platforms == (platform,)
 
 
-def test_artifact_without_the_current_platform_is_refused(tmp_path):
-    path = artifact.save(artifact.export_model(platforms=("cuda",)), tmp_path / "gpu.jax")
-    loaded = artifact.load(path)
-    with pytest.raises(ValueError, match="exported for cuda, not for cpu"):
-        loaded(*inputs_for(loaded, SIZES[1]).values())
+def test_artifact_without_the_current_platform_is_refused(foreign):
+    (platform,) = foreign.exported.platforms
+    here = export.default_export_platform()
+    with pytest.raises(ValueError, match=f"exported for {platform}, not for {here}"):
+        foreign(*inputs_for(foreign, SIZES[1]).values())
     # JAX's own check, if our wrapper is bypassed, is as clear:
     with pytest.raises(ValueError, match="exported for platforms"):
-        loaded.exported.call(*inputs_for(loaded, SIZES[1]).values())
+        foreign.exported.call(*inputs_for(foreign, SIZES[1]).values())
+
+
+# (what jax.Device.platform says, what jax.export records) on each kind of machine
+PLATFORM_NAMES = [("cpu", "cpu"), ("gpu", "cuda"), ("gpu", "rocm"), ("tpu", "tpu")]
+
+
+@pytest.mark.parametrize("device, canonical", PLATFORM_NAMES)
+def test_platform_check_compares_canonical_names(device, canonical):
+    for exported_for in [(canonical,), ("cpu", "cuda", "rocm", "tpu")]:
+        assert artifact.platform_error(exported_for, canonical) is None
+        assert artifact.platform_error(exported_for, device) is None
+    others = tuple(p for p in ("cpu", "cuda", "rocm", "tpu") if p != canonical)
+    error = artifact.platform_error(others, canonical)
+    assert error and f"not for {canonical}; re-export it with {canonical}" in error
+    if device != canonical:  # a bare "gpu" matches no artifact without a GPU platform
+        assert artifact.platform_error(("cpu", "tpu"), device) is not None
+
+
+@pytest.mark.parametrize(
+    "exported_for, runs",
+    [(("cuda",), True), (("cpu", "cuda", "tpu"), True), (("cpu",), False), (("rocm",), False)],
+    ids=str,
+)
+def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs):
+    # Stands in for the Exported: its platforms, and a call that says it was made.
+    stand_in = types.SimpleNamespace(platforms=exported_for, call=lambda *args: "called")
+    metadata = {"inputs": artifact.input_metadata(), "constraints": list(artifact.CONSTRAINTS)}
+    loaded = artifact.Artifact(stand_in, metadata)
+    inputs = inputs_for(loaded, SIZES[1])
+    # What JAX reports on an NVIDIA GPU: the device's platform is "gpu", the
+    # platform jax.export lowers for is "cuda".
+    gpu = types.SimpleNamespace(platform="gpu", device_kind="NVIDIA H200", id=0)
+    monkeypatch.setattr(jax, "devices", lambda *args, **kwargs: [gpu])
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
+    if runs:
+        assert loaded(*inputs.values()) == "called"
+    else:
+        wanted = f"exported for {', '.join(exported_for)}, not for cuda"
+        with pytest.raises(ValueError, match=wanted):
+            loaded(*inputs.values())
 
 
 def test_jit_of_the_loaded_call(loaded):
@@ -101,14 +155,35 @@ def test_vmap_is_not_supported_by_exported_calls(loaded):
 def test_grad_through_the_artifact_matches_reference(loaded, sizes):
     inputs = inputs_for(loaded, sizes)
     x, rest = inputs["x"], list(inputs.values())[1:]
-    params = init_params()
     got = jax.grad(lambda x: jnp.sum(loaded(x, *rest) ** 2))(x)
-    want = jax.grad(lambda x: jnp.sum(predict(params, x, *rest) ** 2))(x)
+    # The reference's gradient in float64: another program than the float32
+    # one that was exported, so a fault in that one does not cancel out.
+    params = {k: np.asarray(v, np.float64) for k, v in init_params().items()}
+
+    def loss(x):
+        return jnp.sum(predict(params, x, *rest) ** 2)
+
+    want = jax.jit(jax.grad(loss))(x.astype(np.float64))
     assert_close(got, want, 10 * rtol_for("float32"))
 {% endif %}
 
-def test_artifact_without_vjp_cannot_be_differentiated(tmp_path):
-    path = artifact.save(artifact.export_model(), tmp_path / "novjp.jax", vjp_order=0)
+def test_differentiable_to_the_declared_order(loaded):
+    inputs = inputs_for(loaded, SIZES[1])
+    x, rest = inputs["x"], list(inputs.values())[1:]
+
+    # derivatives[k]: the k-th derivative of sum(artifact), summed to a scalar.
+    derivatives = [lambda x: jnp.sum(loaded(x, *rest))]
+    for _ in range(artifact.VJP_ORDER + 1):
+        grad = jax.grad(derivatives[-1])
+        derivatives.append(lambda x, grad=grad: jnp.sum(grad(x)))
+    for order in range(1, artifact.VJP_ORDER + 1):
+        assert np.isfinite(derivatives[order](x))
+    with pytest.raises(ValueError, match="No VJP is available"):
+        derivatives[-1](x)
+
+
+def test_artifact_without_vjp_cannot_be_differentiated(loaded, tmp_path):
+    path = artifact.save(loaded.exported, tmp_path / "novjp.jax", vjp_order=0)
     loaded = artifact.load(path)
     inputs = inputs_for(loaded, SIZES[1])
     x, rest = inputs["x"], list(inputs.values())[1:]
@@ -119,10 +194,13 @@ def test_artifact_without_vjp_cannot_be_differentiated(tmp_path):
 # --- bad inputs and damaged files ------------------------------------------------
 
 
-def test_wrong_dtype(loaded):
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "no-x64"])
+def test_wrong_dtype(loaded, x64):
     inputs = inputs_for(loaded, SIZES[1])
     inputs["x"] = inputs["x"].astype(np.float64)
-    with pytest.raises(TypeError, match="x must be float32, got float64"):
+    # Without x64 JAX would quietly turn float64 into float32: the check must
+    # look at the caller's array, not at what JAX makes of it.
+    with jax.enable_x64(x64), pytest.raises(TypeError, match="x must be float32, got float64"):
         loaded(*inputs.values())
 
 
@@ -192,10 +270,10 @@ def test_corrupted_file(saved, tmp_path):
         artifact.load(damaged)
 
 
-def test_garbage_file_with_matching_metadata(tmp_path):
+def test_garbage_file_with_matching_metadata(loaded, tmp_path):
     # Even with metadata that vouches for it, bytes that are not an artifact
     # give a ValueError, not a crash.
-    path = artifact.save(artifact.export_model(), tmp_path / "model.jax")
+    path = artifact.save(loaded.exported, tmp_path / "model.jax")
     path.write_bytes(b"not an artifact at all")
     meta = artifact.metadata_path(path)
     data = json.loads(meta.read_text())
@@ -203,6 +281,45 @@ def test_garbage_file_with_matching_metadata(tmp_path):
     meta.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="could not be deserialized"):
         artifact.load(path)
+
+
+@pytest.fixture
+def expired(loaded, tmp_path, monkeypatch):
+    """The artifact as JAX wrote it before November 2025 (serialization format
+    4 or older), by JAX's own flatbuffer builder: the device count in the old
+    16-bit field, which JAX 0.12 refuses to read; 3 in the version field, what
+    JAX wrote there whatever the format until July 2026; no JAX version."""
+    add_version = flatbuffer.ExportedAddSerializationVersion
+    with monkeypatch.context() as old_jax:
+        old_jax.setattr(
+            flatbuffer, "ExportedAddSerializationVersion", lambda b, _: add_version(b, 3)
+        )
+        old_jax.setattr(flatbuffer, "ExportedAddNrDevices", flatbuffer.ExportedAddNrDevicesShort)
+        old_jax.setattr(flatbuffer, "ExportedAddJaxVersion", lambda b, _: None)
+        return artifact.save(loaded.exported, tmp_path / "old.jax")
+
+
+def test_expired_serialization_version_names_the_fix(expired):
+    assert json.loads(artifact.metadata_path(expired).read_text())["serialization_version"] == 3
+    with pytest.raises(ValueError, match="serialization version 3") as refused:
+        artifact.load(expired)
+    message = str(refused.value)
+    assert "no longer reads its format" in message
+    assert f"Re-export it from the model code: python -m {artifact.__package__} export" in message
+    assert "JAX_EXPORT_DESERIALIZE_EXPIRED_VERSIONS=1" in message
+
+
+def test_expired_artifact_loads_with_the_escape_hatch(expired):
+    previous = getattr(jax.config, artifact.EXPIRED_VERSIONS_FLAG)
+    jax.config.update(artifact.EXPIRED_VERSIONS_FLAG, True)
+    try:
+        with pytest.warns(DeprecationWarning, match="6-month backward-compatibility window"):
+            old = artifact.load(expired)
+    finally:
+        jax.config.update(artifact.EXPIRED_VERSIONS_FLAG, previous)
+    inputs = inputs_for(old, SIZES[1])
+    want = predict_f64(init_params(), *inputs.values())
+    assert_close(old(*inputs.values()), want, 10 * rtol_for("float32"))
 
 
 def test_missing_files(tmp_path):

@@ -3,9 +3,9 @@ with `python -m PACKAGE export --golden`), committed, and reloaded here by
 today's JAX. It catches a JAX upgrade that can no longer load or run what you
 shipped, and model code that drifted from what was exported."""
 
-import datetime
 import warnings
 
+import jax
 import numpy as np
 import pytest
 
@@ -18,18 +18,22 @@ from oracle import assert_close, rtol_for
 REEXPORT = f"re-export it: python -m {artifact.__package__} export --golden"
 
 
-class GoldenArtifactTooOld(UserWarning):
+class GoldenFormatSuperseded(UserWarning):
     pass
 
 
-def warn_if_too_old(loaded, today=None):
-    age = loaded.age_days(today)
-    if age > artifact.COMPATIBILITY_DAYS:
+def warn_if_superseded(metadata, current):
+    """Warn when this JAX writes a newer serialization format than the golden
+    artifact's. JAX retires a format some six months after replacing it, and
+    then refuses to load it (ValueError: "... older than the 6-month
+    backward-compatibility window"): the file's date plays no part."""
+    version = metadata.get("serialization_version")  # absent: exported before it was recorded
+    if version is None or version < current:
         warnings.warn(
-            f"the golden artifact is {age:.0f} days old (exported by jax "
-            f"{loaded.metadata['jax_version']}); JAX only guarantees loading artifacts up to "
-            f"{artifact.COMPATIBILITY_DAYS} days old: {REEXPORT}",
-            GoldenArtifactTooOld,
+            f"the golden artifact uses serialization version {version} (exported by jax "
+            f"{metadata['jax_version']}); jax {jax.__version__} writes version {current}, and a "
+            f"later JAX will refuse the older one: {REEXPORT}",
+            GoldenFormatSuperseded,
             stacklevel=2,
         )
 
@@ -42,7 +46,7 @@ def golden():
 
 
 def test_golden_artifact_still_loads_and_runs(golden):
-    warn_if_too_old(golden)
+    warn_if_superseded(golden.metadata, artifact.current_serialization_version())
     with np.load(GOLDEN.with_suffix(".io.npz")) as data:
         inputs = [data[spec["name"]] for spec in golden.metadata["inputs"]]
         expected = data["output"]
@@ -53,12 +57,14 @@ def test_golden_artifact_still_loads_and_runs(golden):
     assert_close(predict(init_params(), *inputs), expected, rtol_for("float32"))
 
 
-def test_old_artifacts_are_flagged(golden):
-    later = datetime.datetime.fromisoformat(golden.metadata["created"]) + datetime.timedelta(
-        days=artifact.COMPATIBILITY_DAYS + 1
-    )
-    with pytest.warns(GoldenArtifactTooOld, match="re-export it"):
-        warn_if_too_old(golden, today=later)
+def test_superseded_formats_are_flagged(golden):
+    recorded = golden.metadata["serialization_version"]
+    assert recorded == artifact.serialization_version(GOLDEN.read_bytes())
+    with pytest.warns(GoldenFormatSuperseded, match="re-export it"):
+        warn_if_superseded(golden.metadata, current=recorded + 1)
+    unrecorded = {k: v for k, v in golden.metadata.items() if k != "serialization_version"}
+    with pytest.warns(GoldenFormatSuperseded, match="serialization version None"):
+        warn_if_superseded(unrecorded, current=recorded)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warn_if_too_old(golden, today=later - datetime.timedelta(days=2))
+        warn_if_superseded(golden.metadata, current=recorded)

@@ -11,13 +11,15 @@ import datetime
 import hashlib
 import json
 import operator
-from functools import partial
+from collections.abc import Sequence
+from functools import cache, partial
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import jaxlib
 import numpy as np
+from flatbuffers import encode, number_types, packer, table
 from jax import export
 
 from .reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, init_params, predict
@@ -37,9 +39,12 @@ INPUTS = (("x", "b, {FEATURES}", "float32"),)
 # Facts about the dimension variables that the model needs and the exporter
 # cannot infer.{% if seq %} Slicing the positional table to s needs s <= MAX_LEN.{% endif %}
 CONSTRAINTS = ({% if seq %}f"s <= {MAX_LEN}",{% endif %})
-# How many days an artifact stays loadable by newer JAX versions (JAX's
-# backward-compatibility guarantee is six months).
-COMPATIBILITY_DAYS = 180
+# The configuration option (and, upper-cased, the environment variable) that
+# lets JAX load an artifact whose serialization format it has retired.
+EXPIRED_VERSIONS_FLAG = "jax_export_deserialize_expired_versions"
+# jax.Device.platform and jax.default_backend() say "gpu" on NVIDIA and AMD
+# GPUs alike; jax.export records which one ("cuda" or "rocm").
+_DEVICE_PLATFORM_ALIASES = {"gpu": ("cuda", "rocm")}
 
 
 def input_specs() -> list[jax.ShapeDtypeStruct]:
@@ -77,6 +82,8 @@ def save(exported: export.Exported, path, vjp_order: int = VJP_ORDER) -> Path:
     metadata = {
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
+        # What decides whether a newer JAX can still load the file (not its date).
+        "serialization_version": serialization_version(blob),
         "platforms": list(exported.platforms),
         "calling_convention_version": exported.calling_convention_version,
         "vjp_order": vjp_order,
@@ -99,6 +106,46 @@ def metadata_path(path) -> Path:
     return path.with_name(path.name + ".json")
 
 
+def serialization_version(blob: bytes) -> int:
+    """The serialization format version JAX wrote into a serialized artifact.
+
+    JAX refuses to load a format some six months after replacing it with a
+    newer one, however recent the file itself is. (JAX before July 2026,
+    serialization version 12, wrote 3 here whatever the format.)"""
+    # jax.export has no public accessor for it. It is field 0 of the file's
+    # root table, a uint16; JAX's flatbuffer schema only ever appends fields,
+    # so this read does not depend on JAX's private generated reader.
+    buffer = bytearray(blob)
+    root = table.Table(buffer, encode.Get(packer.uoffset, buffer, 0))
+    field = root.Offset(4)  # vtable slot of field 0
+    return root.Get(number_types.Uint16Flags, root.Pos + field) if field else 0
+
+
+@cache
+def current_serialization_version() -> int:
+    """The serialization format version this JAX writes."""
+    tiny = export.export(jax.jit(jnp.negative))(jax.ShapeDtypeStruct((), jnp.float32))
+    return serialization_version(tiny.serialize())
+
+
+def platform_error(exported_platforms: Sequence[str], platform: str) -> str | None:
+    """Why an artifact exported for `exported_platforms` cannot run on
+    `platform`, or None when it can.
+
+    Pass the canonical name that jax.export records, as
+    export.default_export_platform() gives it ("cpu", "cuda", "rocm", "tpu").
+    A device's own name "gpu" matches an artifact for cuda or for rocm, as it
+    does not say which; Exported.call then tells the two apart."""
+    candidates = _DEVICE_PLATFORM_ALIASES.get(platform, (platform,))
+    if any(name in exported_platforms for name in candidates):
+        return None
+    wanted = " or ".join(candidates)
+    return (
+        f"this artifact was exported for {', '.join(exported_platforms)}, not for "
+        f"{platform}; re-export it with {wanted} in its platforms"
+    )
+
+
 class Artifact:
     """A loaded artifact. Calling it checks the inputs against the metadata
     first, so a mistake gets a message that names it."""
@@ -109,18 +156,12 @@ class Artifact:
 
     def __call__(self, *args):
         check_inputs(self.metadata, args)
-        platform = jax.devices()[0].platform
-        if platform not in self.exported.platforms:
-            raise ValueError(
-                f"this artifact was exported for {', '.join(self.exported.platforms)}, not for "
-                f"{platform}; re-export it with {platform} in its platforms"
-            )
+        # The canonical name ("cuda"), as the artifact records it; not
+        # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
+        error = platform_error(self.exported.platforms, export.default_export_platform())
+        if error:
+            raise ValueError(error)
         return self.exported.call(*args)
-
-    def age_days(self, today: datetime.datetime | None = None) -> float:
-        today = today or datetime.datetime.now(datetime.UTC)
-        created = datetime.datetime.fromisoformat(self.metadata["created"])
-        return (today - created).total_seconds() / 86400
 
 
 def load(path) -> Artifact:
@@ -150,11 +191,30 @@ def load(path) -> Artifact:
     try:
         exported = export.deserialize(bytearray(blob))
     except Exception as err:  # flatbuffers raises assorted errors on bad bytes
-        raise ValueError(
-            f"{path} could not be deserialized by jax {jax.__version__}: "
-            f"{type(err).__name__}: {err}"
-        ) from None
+        raise ValueError(deserialize_error(path, metadata, err)) from None
     return Artifact(exported, metadata)
+
+
+def deserialize_error(path: Path, metadata: dict, err: Exception) -> str:
+    """What went wrong, and what to do about it."""
+    origin = (
+        f"exported by jax {metadata.get('jax_version', '?')} in serialization version "
+        f"{metadata.get('serialization_version', '?')}"
+    )
+    # JAX's ValueError for a serialization format it has retired.
+    if "compatibility window" in str(err):
+        return (
+            f"{path} ({origin}) is too old for jax {jax.__version__}, which no longer reads "
+            "its format (JAX keeps reading a format for six months after replacing it). "
+            f"Re-export it from the model code: python -m {__package__} export --out {path}. "
+            f"Until you can, setting {EXPIRED_VERSIONS_FLAG} (jax.config.update, or the "
+            f"environment variable {EXPIRED_VERSIONS_FLAG.upper()}=1) may still load it, "
+            "with no guarantee that it works or computes the same."
+        )
+    return (
+        f"{path} ({origin}) could not be deserialized by jax {jax.__version__}: "
+        f"{type(err).__name__}: {err}"
+    )
 
 
 def check_inputs(metadata: dict, args) -> None:

@@ -48,8 +48,10 @@ def predict(params, x, mask):
     h = jnp.tanh(x @ params["w_in"] + params["b_in"] + params["position"][:seq])
     scores = jnp.where(mask, h @ params["query"], -jnp.inf)
     any_token = jnp.any(mask, axis=1, keepdims=True)
-    # Double where: an all-masked row gives softmax(-inf, ...) = NaN; feed it
-    # zeros instead and zero its weights, so its value and gradient stay finite.
+    # Double where: an all-masked row would give softmax(-inf, ...) = NaN. The
+    # second where alone would keep that NaN out of the value and the gradient,
+    # but not out of jax_debug_nans, nor out of code that uses weights first:
+    # feed such rows zeros, so no NaN is computed, then zero their weights.
     weights = jax.nn.softmax(jnp.where(any_token, scores, 0.0), axis=1)
     weights = jnp.where(mask, weights, 0.0)
     pooled = jnp.einsum("bs,bsh->bh", weights, h)
