@@ -1,13 +1,20 @@
-// A standalone check of the kernels and of the row-parallel loop, without
-// XLA: each result is compared with a naive double-precision loop. Its point
-// is to run under AddressSanitizer and UndefinedBehaviorSanitizer, which do
-// not load cleanly into a Python process beside jaxlib (see README.md):
+// A standalone check of the kernels, the row-parallel loop and the handlers'
+// exception guard, outside XLA: each result is compared with a naive
+// double-precision loop. Its point is to run under AddressSanitizer and
+// UndefinedBehaviorSanitizer, which do not load cleanly into a Python
+// process beside jaxlib (see README.md):
 //
-//   cmake -S . -B build/asan -DRMS_NORM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+//   cmake -S . -B build/asan -DRMS_NORM_MODULE=OFF -DRMS_NORM_SANITIZE=ON
+//         -DCMAKE_BUILD_TYPE=RelWithDebInfo
 //   cmake --build build/asan --target kernel_check && build/asan/kernel_check
 //
+// (CMake finds the Python whose jax knows where the XLA FFI headers are: the
+// active virtual environment's, or pass -DPython_EXECUTABLE=...)
+//
 // tests/test_kernel_check.py does exactly this. Exit status 0 means every
-// check passed; a sanitizer report aborts with a non-zero status.
+// check passed; a sanitizer report aborts with a non-zero status. In a
+// project with the CUDA handler (rms_norm_block.h present) it also runs the
+// CUDA kernels' row arithmetic here, on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,14 +22,23 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "rms_norm_guard.h"
 #include "rms_norm_kernels.h"
 #include "rms_norm_parallel.h"
+#if __has_include("rms_norm_block.h")
+#include "rms_norm_block.h"
+#define RMS_NORM_CHECK_CUDA_ROWS 1
+#endif
 
 using namespace rms_norm;
 
@@ -30,12 +46,15 @@ namespace {
 
 int failures = 0;
 
-void expect(bool ok, const char* what, std::int64_t rows, std::int64_t n) {
+void expect(bool ok, const std::string& what) {
   if (!ok) {
     ++failures;
-    std::fprintf(stderr, "FAILED: %s (rows=%lld, n=%lld)\n", what, static_cast<long long>(rows),
-                 static_cast<long long>(n));
+    std::fprintf(stderr, "FAILED: %s\n", what.c_str());
   }
+}
+
+std::string shape(std::int64_t rows, std::int64_t n) {
+  return " (rows=" + std::to_string(rows) + ", n=" + std::to_string(n) + ")";
 }
 
 // Stands in for ffi::ThreadPool: every task gets its own thread, joined when
@@ -59,6 +78,32 @@ class ThreadPerTask {
   std::vector<std::thread> running_;
 };
 
+// A pool that takes `accept` tasks and then throws, as std::thread does when
+// the system has no thread left, or ffi::ThreadPool::Schedule when the
+// allocation of its task fails.
+class FailingPool {
+ public:
+  FailingPool(std::int64_t threads, int accept) : pool_(threads), accept_(accept) {}
+  std::int64_t num_threads() const { return pool_.num_threads(); }
+  template <typename F>
+  void Schedule(F&& f) {
+    if (accepted_ == accept_) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "no thread for this task");
+    }
+    ++accepted_;
+    pool_.Schedule(std::forward<F>(f));
+  }
+
+ private:
+  ThreadPerTask pool_;
+  int accept_, accepted_ = 0;
+};
+
+const char* name(const float*) { return "float32"; }
+const char* name(const double*) { return "float64"; }
+const char* name(const BFloat16*) { return "bfloat16"; }
+
 double tolerance(const float*) { return 2e-6; }
 double tolerance(const double*) { return 1e-13; }
 double tolerance(const BFloat16*) { return 1e-2; }
@@ -76,68 +121,208 @@ T from_double(double v) {
   }
 }
 
+// Inputs and outputs of one check: rows x n elements of x (normal, times
+// `scale`) and of the cotangent g (normal); y, dx and rinv start at zero.
 template <typename T>
-void check(std::int64_t rows, std::int64_t n, std::int64_t threads, std::mt19937& gen) {
+struct Rows {
   using R = typename Traits<T>::Residual;
-  std::normal_distribution<double> normal;
-  std::vector<T> x(rows * n), g(rows * n), y(rows * n), dx(rows * n);
-  std::vector<R> rinv(rows);
-  for (auto& v : x) v = from_double<T>(normal(gen));
-  for (auto& v : g) v = from_double<T>(normal(gen));
-  const double eps = 1e-6;
-  {
-    ThreadPerTask pool(threads);
-    parallel_rows(pool, rows, n, [&](std::int64_t b, std::int64_t e) {
-      forward(x.data(), y.data(), rinv.data(), b, e, n, eps);
-    });
-    parallel_rows(pool, rows, n, [&](std::int64_t b, std::int64_t e) {
-      backward(x.data(), rinv.data(), g.data(), dx.data(), b, e, n);
-    });
+  Rows(std::int64_t rows, std::int64_t n, double scale, std::mt19937& gen)
+      : rows(rows), n(n), x(rows * n), g(rows * n), y(rows * n), dx(rows * n), rinv(rows) {
+    std::normal_distribution<double> normal;
+    for (auto& v : x) v = from_double<T>(scale * normal(gen));
+    for (auto& v : g) v = from_double<T>(normal(gen));
   }
-  const double tol = tolerance(x.data());
-  bool y_ok = true, dx_ok = true, r_ok = true;
-  for (std::int64_t row = 0; row < rows; ++row) {
-    double ss = 0, gx = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double xv = as_double(x[row * n + i]);
-      ss += xv * xv;
-      gx += as_double(g[row * n + i]) * xv;
+  std::int64_t rows, n;
+  double eps = 1e-6;
+  std::vector<T> x, g, y, dx;
+  std::vector<R> rinv;
+};
+
+// 1 / rms of each row, in double from the stored x.
+template <typename T>
+std::vector<double> exact_rinv(const Rows<T>& c) {
+  std::vector<double> r(c.rows);
+  for (std::int64_t row = 0; row < c.rows; ++row) {
+    double ss = 0;
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      const double v = as_double(c.x[row * c.n + i]);
+      ss += v * v;
     }
-    const double r = 1 / std::sqrt(ss / n + eps);
-    r_ok &= std::abs(static_cast<double>(rinv[row]) - r) <= tol * r;
-    double y_scale = 0, dx_scale = 0;
-    std::vector<double> want_dx(n);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double xv = as_double(x[row * n + i]);
-      const double term1 = r * as_double(g[row * n + i]), term2 = r * r * r * gx / n * xv;
-      want_dx[i] = term1 - term2;
-      y_scale = std::max(y_scale, std::abs(xv * r));
+    r[row] = 1 / std::sqrt(ss / c.n + c.eps);
+  }
+  return r;
+}
+
+template <typename T>
+void expect_forward(const Rows<T>& c, const std::string& what) {
+  const double tol = tolerance(c.x.data());
+  const std::vector<double> r = exact_rinv(c);
+  bool y_ok = true, r_ok = true;
+  for (std::int64_t row = 0; row < c.rows; ++row) {
+    r_ok &= std::abs(static_cast<double>(c.rinv[row]) - r[row]) <= tol * r[row];
+    double y_scale = 0;
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      y_scale = std::max(y_scale, std::abs(as_double(c.x[row * c.n + i]) * r[row]));
+    }
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      const double want = as_double(c.x[row * c.n + i]) * r[row];
+      y_ok &= std::abs(as_double(c.y[row * c.n + i]) - want) <= tol * (std::abs(want) + y_scale);
+    }
+  }
+  const std::string label = what + " " + name(c.x.data());
+  expect(r_ok, label + " rinv" + shape(c.rows, c.n));
+  expect(y_ok, label + " forward" + shape(c.rows, c.n));
+}
+
+template <typename T>
+void expect_backward(const Rows<T>& c, const std::string& what) {
+  const double tol = tolerance(c.x.data());
+  const std::vector<double> r = exact_rinv(c);
+  bool ok = true;
+  for (std::int64_t row = 0; row < c.rows; ++row) {
+    double gx = 0;
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      gx += as_double(c.g[row * c.n + i]) * as_double(c.x[row * c.n + i]);
+    }
+    std::vector<double> want(c.n);
+    double scale = 0;
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      const double term1 = r[row] * as_double(c.g[row * c.n + i]);
+      const double term2 = r[row] * r[row] * r[row] * gx / c.n * as_double(c.x[row * c.n + i]);
+      want[i] = term1 - term2;
       // The two terms cancel when g is nearly parallel to x (always, for
       // n = 1): the error is relative to the terms, not to their difference.
-      dx_scale = std::max(dx_scale, std::abs(term1) + std::abs(term2));
+      scale = std::max(scale, std::abs(term1) + std::abs(term2));
     }
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double want_y = as_double(x[row * n + i]) * r;
-      y_ok &= std::abs(as_double(y[row * n + i]) - want_y) <= tol * (std::abs(want_y) + y_scale);
-      dx_ok &= std::abs(as_double(dx[row * n + i]) - want_dx[i]) <=
-               10 * tol * (std::abs(want_dx[i]) + dx_scale);
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      ok &= std::abs(as_double(c.dx[row * c.n + i]) - want[i]) <=
+            10 * tol * (std::abs(want[i]) + scale);
     }
   }
-  expect(r_ok, "rinv", rows, n);
-  expect(y_ok, "forward", rows, n);
-  expect(dx_ok, "backward", rows, n);
+  expect(ok, what + " " + name(c.x.data()) + " backward" + shape(c.rows, c.n));
 }
+
+// The CPU kernels, through parallel_rows on `pool`.
+template <typename T, typename Pool>
+void run_cpu(Rows<T>& c, Pool& pool, bool backward_too) {
+  parallel_rows(pool, c.rows, c.n, [&](std::int64_t b, std::int64_t e) {
+    forward(c.x.data(), c.y.data(), c.rinv.data(), b, e, c.n, c.eps);
+  });
+  if (!backward_too) return;
+  parallel_rows(pool, c.rows, c.n, [&](std::int64_t b, std::int64_t e) {
+    backward(c.x.data(), c.rinv.data(), c.g.data(), c.dx.data(), b, e, c.n);
+  });
+}
+
+template <typename T>
+void check_cpu(std::int64_t rows, std::int64_t n, std::int64_t threads, std::mt19937& gen) {
+  Rows<T> c(rows, n, 1.0, gen);
+  {
+    ThreadPerTask pool(threads);
+    run_cpu(c, pool, true);
+  }
+  expect_forward(c, "cpu");
+  expect_backward(c, "cpu");
+}
+
+// Rows whose squares overflow float32 (|x| ~ 1e20): right only if the sums
+// accumulate in double.
+template <typename T>
+void check_cpu_overflow(std::int64_t rows, std::int64_t n, std::mt19937& gen) {
+  Rows<T> c(rows, n, 1e20, gen);
+  {
+    ThreadPerTask pool(3);
+    run_cpu(c, pool, false);
+  }
+  expect_forward(c, "cpu, |x| ~ 1e20,");
+}
+
+// A pool that refuses tasks must not lose rows or let an exception out.
+void check_refusing_pool(std::mt19937& gen) {
+  for (int accept : {0, 1}) {
+    Rows<float> c(300, 4099, 1.0, gen);  // enough rows for 2 helpers of 3 workers
+    bool threw = false;
+    try {
+      FailingPool pool(3, accept);
+      run_cpu(c, pool, true);
+    } catch (...) {
+      threw = true;
+    }
+    const std::string label = "pool refusing tasks after " + std::to_string(accept) + ":";
+    expect(!threw, label + " parallel_rows threw");
+    expect_forward(c, label);
+    expect_backward(c, label);
+  }
+}
+
+// guarded() turns every exception into the error it documents, and passes
+// the body's own result through.
+void check_guard() {
+  using ffi::ErrorCode;
+  auto expect_error = [](const ffi::Error& error, ErrorCode code, const std::string& message) {
+    expect(error.errc() == code && error.message() == message, "guarded: \"" + message + "\"");
+  };
+  expect_error(guarded("op", []() -> ffi::Error { throw std::bad_alloc(); }),
+               ErrorCode::kResourceExhausted, "op: out of memory");
+  expect_error(guarded("op", []() -> ffi::Error { throw std::runtime_error("boom"); }),
+               ErrorCode::kInternal, "op: boom");
+  expect_error(guarded("op", []() -> ffi::Error { throw 42; }), ErrorCode::kInternal,
+               "op: unknown C++ exception");
+  expect_error(guarded("op", [] { return ffi::Error::InvalidArgument("op: bad x"); }),
+               ErrorCode::kInvalidArgument, "op: bad x");
+  expect(guarded("op", [] { return ffi::Error::Success(); }).success(), "guarded: success");
+}
+
+#ifdef RMS_NORM_CHECK_CUDA_ROWS
+// The CUDA kernels' arithmetic, run on the CPU: rms_norm_cuda.cu gives each
+// row a block of kBlockThreads threads; here each thread's share is computed
+// in turn and the shares' sums are added up as block_sum does on the GPU.
+template <typename T>
+void run_cuda_rows(Rows<T>& c, bool backward_too) {
+  using Tr = Traits<T>;
+  for (std::int64_t row = 0; row < c.rows; ++row) {
+    const T* x = c.x.data() + row * c.n;
+    const T* g = c.g.data() + row * c.n;
+    Accumulator sum_xx = 0, sum_gx = 0;
+    for (int t = 0; t < kBlockThreads; ++t) {
+      sum_xx += strided_dot<Tr>(x, x, c.n, t, kBlockThreads);
+      sum_gx += strided_dot<Tr>(g, x, c.n, t, kBlockThreads);
+    }
+    const double r = inverse_rms(sum_xx, c.n, c.eps);
+    c.rinv[row] = static_cast<typename Rows<T>::R>(r);
+    const double r_stored = static_cast<double>(c.rinv[row]);  // what the backward reads
+    const double coefficient = backward_coefficient(r_stored, sum_gx, c.n);
+    for (int t = 0; t < kBlockThreads; ++t) {
+      forward_share<Tr>(x, c.y.data() + row * c.n, c.n, t, kBlockThreads, r);
+      if (backward_too) {
+        backward_share<Tr>(x, g, c.dx.data() + row * c.n, c.n, t, kBlockThreads, r_stored,
+                           coefficient);
+      }
+    }
+  }
+}
+
+template <typename T>
+void check_cuda_rows(std::int64_t rows, std::int64_t n, std::mt19937& gen) {
+  Rows<T> c(rows, n, 1.0, gen);
+  run_cuda_rows(c, true);
+  expect_forward(c, "cuda rows");
+  expect_backward(c, "cuda rows");
+  Rows<T> huge(rows, n, 1e20, gen);
+  run_cuda_rows(huge, false);
+  expect_forward(huge, "cuda rows, |x| ~ 1e20,");
+}
+#endif
 
 void check_bfloat16_rounding() {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  expect(to_float(to_bfloat16(1.0f)) == 1.0f, "bfloat16 round trip", 0, 0);
+  expect(to_float(to_bfloat16(1.0f)) == 1.0f, "bfloat16 round trip");
   // 1 + 2^-8 lies halfway between two bfloat16 values: ties go to even (1.0).
-  expect(to_float(to_bfloat16(1.0f + 1.0f / 256)) == 1.0f, "bfloat16 ties to even", 0, 0);
-  expect(to_float(to_bfloat16(1.0f + 3.0f / 512)) == 1.0f + 1.0f / 128, "bfloat16 rounds up", 0,
-         0);
-  expect(std::isnan(to_float(to_bfloat16(nan))), "bfloat16 keeps NaN", 0, 0);
+  expect(to_float(to_bfloat16(1.0f + 1.0f / 256)) == 1.0f, "bfloat16 ties to even");
+  expect(to_float(to_bfloat16(1.0f + 3.0f / 512)) == 1.0f + 1.0f / 128, "bfloat16 rounds up");
+  expect(std::isnan(to_float(to_bfloat16(nan))), "bfloat16 keeps NaN");
   expect(std::isinf(to_float(to_bfloat16(std::numeric_limits<float>::infinity()))),
-         "bfloat16 keeps inf", 0, 0);
+         "bfloat16 keeps inf");
 }
 
 }  // namespace
@@ -145,17 +330,30 @@ void check_bfloat16_rounding() {
 int main() {
   std::mt19937 gen(1234);
   check_bfloat16_rounding();
+  check_guard();
+  check_refusing_pool(gen);
   // Row lengths around the vector block (kLanes = 16) and odd tails; row
   // counts that give one chunk, several, and a ragged last chunk.
   for (std::int64_t n : {1, 3, 15, 16, 17, 100, 4099}) {
     for (std::int64_t rows : {1, 7, 300}) {
       for (std::int64_t threads : {0, 1, 3}) {
-        check<float>(rows, n, threads, gen);
-        check<double>(rows, n, threads, gen);
-        check<BFloat16>(rows, n, threads, gen);
+        check_cpu<float>(rows, n, threads, gen);
+        check_cpu<double>(rows, n, threads, gen);
+        check_cpu<BFloat16>(rows, n, threads, gen);
       }
     }
+    check_cpu_overflow<float>(7, n, gen);
+    check_cpu_overflow<BFloat16>(7, n, gen);
   }
+#ifdef RMS_NORM_CHECK_CUDA_ROWS
+  // Row lengths below, at and above one element per thread, and long rows.
+  for (std::int64_t n : {1, 3, 255, 256, 257, 1000, 4099}) {
+    check_cuda_rows<float>(7, n, gen);
+    check_cuda_rows<double>(7, n, gen);
+    check_cuda_rows<BFloat16>(7, n, gen);
+  }
+  std::printf("kernel_check: checked the CUDA kernels' row arithmetic on the CPU\n");
+#endif
   if (failures) {
     std::fprintf(stderr, "kernel_check: %d checks FAILED\n", failures);
     return 1;

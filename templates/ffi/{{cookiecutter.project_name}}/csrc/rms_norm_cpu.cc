@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "rms_norm_checks.h"
+#include "rms_norm_guard.h"
 #include "rms_norm_kernels.h"
 #include "rms_norm_parallel.h"
 #include "xla/ffi/api/ffi.h"
@@ -43,30 +44,42 @@ void run_backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::Any
   });
 }
 
-ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
-                       ffi::Result<ffi::AnyBuffer> rinv, double eps) {
+ffi::Error Forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
+                   ffi::AnyBuffer& rinv, double eps) {
   Geometry g;
-  if (auto error = check_forward(x, *y, *rinv, eps, g)) return *error;
+  if (auto error = check_forward(x, y, rinv, eps, g)) return *error;
   switch (x.element_type()) {
-    case ffi::DataType::F32: run_forward<float>(pool, x, *y, *rinv, g, eps); break;
-    case ffi::DataType::F64: run_forward<double>(pool, x, *y, *rinv, g, eps); break;
-    case ffi::DataType::BF16: run_forward<BFloat16>(pool, x, *y, *rinv, g, eps); break;
+    case ffi::DataType::F32: run_forward<float>(pool, x, y, rinv, g, eps); break;
+    case ffi::DataType::F64: run_forward<double>(pool, x, y, rinv, g, eps); break;
+    case ffi::DataType::BF16: run_forward<BFloat16>(pool, x, y, rinv, g, eps); break;
     default: return ffi::Error::Internal("rms_norm_fwd: dtype passed the checks but has no kernel");
   }
   return ffi::Error::Success();
 }
 
-ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer rinv,
-                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
+ffi::Error Backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rinv,
+                    const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx) {
   Geometry g;
-  if (auto error = check_backward(x, rinv, ct, *dx, g)) return *error;
+  if (auto error = check_backward(x, rinv, ct, dx, g)) return *error;
   switch (x.element_type()) {
-    case ffi::DataType::F32: run_backward<float>(pool, x, rinv, ct, *dx, g); break;
-    case ffi::DataType::F64: run_backward<double>(pool, x, rinv, ct, *dx, g); break;
-    case ffi::DataType::BF16: run_backward<BFloat16>(pool, x, rinv, ct, *dx, g); break;
+    case ffi::DataType::F32: run_backward<float>(pool, x, rinv, ct, dx, g); break;
+    case ffi::DataType::F64: run_backward<double>(pool, x, rinv, ct, dx, g); break;
+    case ffi::DataType::BF16: run_backward<BFloat16>(pool, x, rinv, ct, dx, g); break;
     default: return ffi::Error::Internal("rms_norm_bwd: dtype passed the checks but has no kernel");
   }
   return ffi::Error::Success();
+}
+
+// The functions XLA calls: each runs its body through guarded(), so no C++
+// exception reaches XLA (see rms_norm_guard.h).
+ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
+                       ffi::Result<ffi::AnyBuffer> rinv, double eps) {
+  return guarded("rms_norm_fwd", [&] { return Forward(pool, x, *y, *rinv, eps); });
+}
+
+ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer rinv,
+                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
+  return guarded("rms_norm_bwd", [&] { return Backward(pool, x, rinv, ct, *dx); });
 }
 
 }  // namespace

@@ -1,10 +1,7 @@
-// RMS normalisation over the last axis, as plain C++ with no XLA dependency,
-// so that the XLA handlers (rms_norm_cpu.cc) and the sanitizer driver
-// (kernel_check.cc) share the exact same code.
-//
-//   forward:  r = 1 / sqrt(mean(x^2) + eps)      (one value per row)
-//             y = x * r
-//   backward: dx = r * g - r^3 * mean(g * x) * x
+// RMS normalisation over the last axis on the CPU, as plain C++ with no XLA
+// dependency, so that the XLA handlers (rms_norm_cpu.cc) and the sanitizer
+// driver (kernel_check.cc) share the exact same code. The per-row arithmetic
+// (the formulas, and the types they run in) lives in rms_norm_row.h.
 //
 // Rows are contiguous (row-major). Sums accumulate in double whatever the
 // storage type; the element-wise passes run in the storage type's compute
@@ -18,9 +15,10 @@
 // time, so one portable binary still uses AVX2 or AVX-512 where present.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "rms_norm_row.h"
 
 namespace rms_norm {
 
@@ -84,21 +82,21 @@ struct Traits<BFloat16> {
 
 inline constexpr std::int64_t kLanes = 16;
 
-// sum(a * b) over n elements, in double, with kLanes partial sums.
+// sum(a * b) over n elements, with kLanes partial sums.
 template <typename T>
-RMS_NORM_INLINE double dot(const T* __restrict a, const T* __restrict b, std::int64_t n) {
+RMS_NORM_INLINE Accumulator dot(const T* __restrict a, const T* __restrict b, std::int64_t n) {
   using Tr = Traits<T>;
-  double partial[kLanes] = {};
+  Accumulator partial[kLanes] = {};
   const std::int64_t blocked = n - n % kLanes;
   for (std::int64_t i = 0; i < blocked; i += kLanes) {
     for (std::int64_t l = 0; l < kLanes; ++l) {
-      partial[l] += static_cast<double>(Tr::load(a[i + l])) *
-                    static_cast<double>(Tr::load(b[i + l]));
+      partial[l] += static_cast<Accumulator>(Tr::load(a[i + l])) *
+                    static_cast<Accumulator>(Tr::load(b[i + l]));
     }
   }
-  double total = 0.0;
+  Accumulator total = 0;
   for (std::int64_t i = blocked; i < n; ++i) {
-    total += static_cast<double>(Tr::load(a[i])) * static_cast<double>(Tr::load(b[i]));
+    total += static_cast<Accumulator>(Tr::load(a[i])) * static_cast<Accumulator>(Tr::load(b[i]));
   }
   for (std::int64_t l = 0; l < kLanes; ++l) total += partial[l];
   return total;
@@ -114,9 +112,9 @@ RMS_NORM_INLINE void forward_rows(const T* __restrict x, T* __restrict y,
   for (std::int64_t row = begin; row < end; ++row) {
     const T* __restrict xr = x + row * n;
     T* __restrict yr = y + row * n;
-    const double r = 1.0 / std::sqrt(dot(xr, xr, n) / static_cast<double>(n) + eps);
+    const double r = inverse_rms(dot(xr, xr, n), n, eps);
     const C rc = static_cast<C>(r);
-    for (std::int64_t i = 0; i < n; ++i) yr[i] = Tr::store(Tr::load(xr[i]) * rc);
+    for (std::int64_t i = 0; i < n; ++i) yr[i] = Tr::store(normalised(Tr::load(xr[i]), rc));
     rinv[row] = static_cast<typename Tr::Residual>(r);
   }
 }
@@ -134,11 +132,10 @@ RMS_NORM_INLINE void backward_rows(const T* __restrict x, const typename Traits<
     const T* __restrict gr = g + row * n;
     T* __restrict dxr = dx + row * n;
     const double r = static_cast<double>(rinv[row]);
-    const double mean_gx = dot(gr, xr, n) / static_cast<double>(n);
-    const C a = static_cast<C>(r);
-    const C c = static_cast<C>(r * r * r * mean_gx);
+    const C rc = static_cast<C>(r);
+    const C c = static_cast<C>(backward_coefficient(r, dot(gr, xr, n), n));
     for (std::int64_t i = 0; i < n; ++i) {
-      dxr[i] = Tr::store(a * Tr::load(gr[i]) - c * Tr::load(xr[i]));
+      dxr[i] = Tr::store(input_gradient(rc, Tr::load(gr[i]), c, Tr::load(xr[i])));
     }
   }
 }

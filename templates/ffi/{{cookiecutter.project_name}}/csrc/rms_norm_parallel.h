@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -54,16 +55,21 @@ inline void prefault_for_writing(void* data, std::size_t bytes) {
 }
 
 struct ChunkState {
-  std::function<void(std::int64_t, std::int64_t)> body;
-  std::int64_t rows = 0, chunk = 0, chunks = 0;
+  ChunkState(std::function<void(std::int64_t, std::int64_t)> body, std::int64_t rows,
+             std::int64_t chunk, std::int64_t chunks)
+      : body(std::move(body)), rows(rows), chunk(chunk), chunks(chunks) {}
+
+  const std::function<void(std::int64_t, std::int64_t)> body;
+  const std::int64_t rows, chunk, chunks;
   std::atomic<std::int64_t> next{0};
   std::atomic<std::int64_t> done{0};
   std::mutex mutex;
   std::condition_variable all_done;
 };
 
-// Takes chunks until none is left.
-inline void run_chunks(ChunkState& state) {
+// Takes chunks until none is left. noexcept: it runs on pool threads, where
+// nothing could catch an exception, so `body` must not throw.
+inline void run_chunks(ChunkState& state) noexcept {
   for (std::int64_t c; (c = state.next.fetch_add(1)) < state.chunks;) {
     const std::int64_t begin = c * state.chunk;
     state.body(begin, std::min(state.rows, begin + state.chunk));
@@ -72,6 +78,14 @@ inline void run_chunks(ChunkState& state) {
       state.all_done.notify_all();
     }
   }
+}
+
+// noexcept: once a task may be running, unwinding out of parallel_rows would
+// return while that task still writes to the output (XLA frees or reuses it
+// as soon as the handler returns); terminating is the lesser evil.
+inline void wait_for_all_chunks(ChunkState& state) noexcept {
+  std::unique_lock<std::mutex> lock(state.mutex);
+  state.all_done.wait(lock, [&] { return state.done.load() == state.chunks; });
 }
 
 // Runs body(begin, end) over [0, rows) and returns when every row is done.
@@ -83,6 +97,14 @@ inline void run_chunks(ChunkState& state) {
 // busy or when the caller is itself a pool thread. A pool task that starts
 // after the last chunk was taken finds nothing to do; the state it reads is
 // shared, so it outlives this call.
+//
+// Exceptions: the allocations that can throw std::bad_alloc (the shared
+// state, and `body` as a std::function at the call site) happen before any
+// task is scheduled, so the handler's guard (rms_norm_guard.h) can turn them
+// into an error with nothing left running. A pool that cannot take a task
+// (ffi::ThreadPool::Schedule allocates one, a pool that starts threads may
+// fail to) only means less help: the calling thread does the chunks nobody
+// else took.
 template <typename Pool>
 void parallel_rows(Pool& pool, std::int64_t rows, std::int64_t cols,
                    std::function<void(std::int64_t, std::int64_t)> body) {
@@ -96,15 +118,16 @@ void parallel_rows(Pool& pool, std::int64_t rows, std::int64_t cols,
     body(0, rows);
     return;
   }
-  auto state = std::make_shared<ChunkState>();
-  state->body = std::move(body);
-  state->rows = rows;
-  state->chunk = chunk;
-  state->chunks = chunks;
-  for (std::int64_t i = 0; i < helpers; ++i) pool.Schedule([state] { run_chunks(*state); });
+  auto state = std::make_shared<ChunkState>(std::move(body), rows, chunk, chunks);
+  for (std::int64_t i = 0; i < helpers; ++i) {
+    try {
+      pool.Schedule([state] { run_chunks(*state); });
+    } catch (...) {
+      break;  // no more help: the chunks stay for the threads already asked
+    }
+  }
   run_chunks(*state);
-  std::unique_lock<std::mutex> lock(state->mutex);
-  state->all_done.wait(lock, [&] { return state->done.load() == state->chunks; });
+  wait_for_all_chunks(*state);
 }
 
 }  // namespace rms_norm

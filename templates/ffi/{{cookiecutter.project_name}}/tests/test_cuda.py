@@ -12,7 +12,7 @@ import pytest
 
 from {{ cookiecutter.package_name }} import cuda_available, rms_norm, rms_norm_reference
 
-from oracle import assert_close, rms_norm_vjp_f64, rtol_for
+from oracle import assert_close, rms_norm_f64, rms_norm_vjp_f64, rtol_for
 
 
 def find_nvcc():
@@ -57,6 +57,16 @@ def test_gpu_values_match_reference(rng, gpu, shape, dtype):
     y = jax.jit(rms_norm)(x)
     assert y.devices() == {gpu}
     assert_close(y, rms_norm_reference(x), rtol_for(dtype))
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gpu_sums_in_double_where_float32_overflows(rng, gpu, dtype):
+    # Squares of 1e20 overflow float32: the CUDA kernels accumulate in double,
+    # like the CPU handler (tests/test_kernel_check.py checks the same
+    # arithmetic on the CPU).
+    x = jax.device_put(jnp.asarray(1e20 * rng.standard_normal((4, 1000)), dtype), gpu)
+    assert_close(jax.jit(rms_norm)(x), rms_norm_f64(x), rtol_for(dtype))
 
 
 @requires_gpu

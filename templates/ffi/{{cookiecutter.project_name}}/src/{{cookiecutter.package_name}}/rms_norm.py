@@ -59,7 +59,8 @@ def rms_norm(x, eps=1e-6):
     attribute of the compiled call, so it cannot be traced). Differentiable
     (reverse mode), works under jit and vmap. An x whose leading axes are
     sharded over an explicit-axes mesh (jax.make_mesh's default) is
-    normalised shard by shard, with no communication.
+    normalised shard by shard, with no communication, gradient included; a
+    sharded last axis is gathered first (each row must be whole on one device).
 
     The handler checks its arguments and raises jax.errors.JaxRuntimeError
     naming the problem; under jit that happens when the program runs.
@@ -86,21 +87,23 @@ def rms_norm(x, eps=1e-6):
     if tuple(jax.typeof(x).sharding.spec) != tuple(spec):
         # Each row must be whole on one device: gather a sharded last axis.
         x = jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
-    # check_vma=False: ffi_call does not propagate shard_map's varying-axes
-    # type, and the handler needs no collectives, so there is nothing to check.
+    if all(axis is None for axis in spec):
+        return _rms_norm(x, eps)
+    # Inside, each block varies over the mesh axes that spec names, and the
+    # FFI results are declared with that type (see _result_type). Keep
+    # shard_map's check of it (check_vma) on: turned off, the transpose sums
+    # every cotangent over the mesh axes the spec leaves unnamed, an
+    # all-reduce that the plain-JAX gradient does not have.
     local = jax.shard_map(
-        lambda block: _rms_norm(block, eps),
-        mesh=mesh,
-        in_specs=spec,
-        out_specs=spec,
-        check_vma=False,
+        lambda block: _rms_norm(block, eps), mesh=mesh, in_specs=spec, out_specs=spec
     )
     return local(x)
 
 
 def _row_sharding(x):
-    """(mesh, spec) when x's leading axes are sharded and JAX knows it while
-    tracing (explicit-axes meshes), else None.
+    """(mesh, spec): x's sharding with every row whole on one device (the last
+    axis unsharded), when x is sharded and JAX knows it while tracing
+    (explicit-axes meshes); else None.
 
     XLA cannot partition a custom call it knows nothing about: given a sharded
     operand it gathers it whole onto every device first. Running the call
@@ -110,10 +113,10 @@ def _row_sharding(x):
     cannot attach; see README.md.)
     """
     sharding = jax.typeof(x).sharding
-    if x.ndim < 2 or sharding is None or sharding.mesh.empty:
+    if x.ndim < 1 or sharding.mesh.empty:
         return None
     spec = tuple(sharding.spec) + (None,) * (x.ndim - len(sharding.spec))
-    if all(axis is None for axis in spec[:-1]):
+    if all(axis is None for axis in spec):
         return None
     return sharding.mesh, jax.P(*spec[:-1], None)
 
@@ -122,10 +125,32 @@ def _residual_dtype(dtype):
     return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
+def _result_type(x, shape, dtype):
+    """The type of an FFI result laid out in x's rows: shape and dtype as
+    given, x's mesh and row sharding, and x's varying manual axes.
+
+    ffi_call gives its results exactly the types declared, and a bare
+    ShapeDtypeStruct(shape, dtype) inside shard_map declares a value that is
+    the same on every device. x's row block is not, so take the type from
+    jax.typeof(x): then the results vary over the same mesh axes as x.
+    """
+    x_type = jax.typeof(x)
+    mesh = x_type.sharding.mesh
+    if mesh.empty:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    rows = jax.P(*x_type.sharding.spec[: x.ndim - 1])  # every row whole
+    return jax.ShapeDtypeStruct(
+        shape,
+        dtype,
+        sharding=jax.NamedSharding(mesh, rows),
+        manual_axis_type=x_type.manual_axis_type,
+    )
+
+
 def _forward(x, eps):
     """(y, rinv): the output and 1/rms per row, which the backward reuses."""
-    y = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    rinv = jax.ShapeDtypeStruct(x.shape[:-1], _residual_dtype(x.dtype))
+    y = _result_type(x, x.shape, x.dtype)
+    rinv = _result_type(x, x.shape[:-1], _residual_dtype(x.dtype))
     # vmap_method="broadcast_all": under vmap the handler receives every
     # operand with the batch axis in front, which to a row-wise op is just
     # more rows: one call for the whole batch. Attributes are typed: the
@@ -135,7 +160,7 @@ def _forward(x, eps):
 
 
 def _backward(x, rinv, cotangent):
-    dx = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    dx = _result_type(x, x.shape, x.dtype)
     call = jax.ffi.ffi_call(BACKWARD, dx, vmap_method="broadcast_all")
     return call(x, rinv, cotangent)
 
