@@ -36,6 +36,9 @@ MIN_MUTANTS = 5  # per template
 MIN_PER_COMBINATION = 3  # applicable, non-survivor mutants per option combination
 TIMEOUT_S = 600  # a hung test run counts as killed, but says so
 COMPILED_SUFFIXES = {".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".txt"}
+# A mutant's rebuild compiles CUDA for one architecture, not the project's
+# default list: no GPU runs it here, and nvcc's time is per architecture.
+MUTANT_BUILD_CONFIG = ("cmake.define.CMAKE_CUDA_ARCHITECTURES=90",)
 
 
 @dataclass(frozen=True)
@@ -130,12 +133,12 @@ class Project:
     def package_dir(self) -> Path:
         return self.path / "src" / self.package
 
-    def _install_build(self) -> tuple[bool, str]:
+    def _install_build(self, config: tuple[str, ...] = ()) -> tuple[bool, str]:
         """Build into a scratch folder; copy its extension modules into src/."""
         from jax_ladder.runner import build_project
 
         with tempfile.TemporaryDirectory() as tmp:
-            status, output = build_project(self.path, Path(tmp))
+            status, output = build_project(self.path, Path(tmp), config)
             if status != 0:
                 return False, output
             for module in (Path(tmp) / self.package).glob("*.so"):
@@ -168,7 +171,7 @@ class Project:
         try:
             with applied(self.path, mutant, self.package):
                 if mutant.compiled and self.compiled:
-                    ok, output = self._install_build()
+                    ok, output = self._install_build(MUTANT_BUILD_CONFIG)
                     if not ok:
                         return Outcome(mutant, False, _since(start), _tail(output), valid=False)
                 code, output = self._run_tests(mutant)
