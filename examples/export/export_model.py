@@ -7,7 +7,8 @@ writes, into the output folder:
 - ``classifier.jax``: `Exported.serialize()` of ``x -> model.predict(trained_weights, x)``,
   the weights baked in as constants, batch dimension symbolic, lowered for cpu, cuda and tpu;
 - ``classifier.json``: metadata that `serve.py` checks before it deserializes anything
-  (sha256 and size of the artifact, versions, platforms, signature, creation date);
+  (sha256 and size of the artifact, JAX and jaxlib versions, serialization format version,
+  platforms, signature, creation date);
 - ``weights.npz``: the trained weights, for the comparisons in the tests and the benchmark
   (the serving side does not need them).
 """
@@ -33,6 +34,7 @@ from model import (
     save_weights,
     train,
 )
+from serve import METADATA_FORMAT, METADATA_FORMAT_VERSION, serialization_version
 
 PLATFORMS = ("cpu", "cuda", "tpu")
 ARTIFACT_NAME = "classifier.jax"
@@ -42,8 +44,6 @@ WEIGHTS_NAME = "weights.npz"
 # `jax.grad` of the deserialized function raises "No VJP is available" (a test pins it). Use
 # vjp_order=1 if the receiving side has to differentiate (e.g. fine-tune through it).
 VJP_ORDER = 0
-METADATA_FORMAT = "jax-ladder/exported-classifier"
-METADATA_FORMAT_VERSION = 1
 
 TRAIN_SEED, TEST_SEED, INIT_SEED = 0, 1, 2
 TRAIN_PER_CLASS, TEST_PER_CLASS = 500, 1000
@@ -93,6 +93,8 @@ def describe(exported, blob, *, vjp_order, created, extra=None):
         "created": created.isoformat(timespec="seconds"),
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
+        # What decides whether a newer JAX can still load the artifact (not its date).
+        "serialization_version": serialization_version(blob),
         "platforms": list(exported.platforms),
         "calling_convention_version": exported.calling_convention_version,
         "vjp_order": vjp_order,

@@ -1,6 +1,7 @@
 """Serving side: load an exported classifier and answer prediction requests.
 
-This file imports only the standard library, NumPy and JAX. It never sees the model's source:
+This file imports only the standard library, NumPy, JAX and flatbuffers (which
+`jax.export`'s serialization needs anyway). It never sees the model's source:
 everything it needs (the computation, the weights, the input signature, the output names)
 comes from the artifact and the metadata file written next to it by `export_model.py`.
 
@@ -10,14 +11,16 @@ reads the float32 (batch, 2) array `x` from INPUTS.npz and writes `probabilities
 `labels` to OUTPUTS.npz. From Python: ``load(artifact_path).predict(x)``.
 
 Before deserializing, `load` checks the metadata, the artifact's size and sha256, the calling
-convention and the platform; `predict` checks dtype, rank, shape and finiteness. Each problem
-is a FileNotFoundError, ValueError or TypeError that names it; the CLI prints it and exits 2.
+convention and the platform; an artifact in a serialization format this JAX has retired is a
+ValueError that says to re-export it. `predict` checks dtype, rank, shape and finiteness. Each
+problem is a FileNotFoundError, ValueError or TypeError that names it; the CLI prints it and
+exits 2.
 The sha256 catches damaged or mismatched files, not an attacker who rewrites both files: only
 deserialize artifacts from a source you trust.
 """
 
 import argparse
-import datetime
+import functools
 import hashlib
 import json
 import re
@@ -27,19 +30,22 @@ import zipfile
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from flatbuffers import encode, number_types, packer, table
 from jax import export
 
 METADATA_FORMAT = "jax-ladder/exported-classifier"
-METADATA_FORMAT_VERSION = 1
-# JAX guarantees that an artifact loads in JAX releases up to six months newer than the one
-# that exported it (backward compatibility of the serialization and of StableHLO).
-COMPATIBILITY_WINDOW = datetime.timedelta(days=183)
+METADATA_FORMAT_VERSION = 2  # 2: adds serialization_version; the date no longer matters
+# The configuration option (and, upper-cased, the environment variable) that lets JAX load an
+# artifact whose serialization format it has retired.
+EXPIRED_VERSIONS_FLAG = "jax_export_deserialize_expired_versions"
 REQUIRED_METADATA = {
     "format": str,
     "format_version": int,
-    "created": str,
     "jax_version": str,
+    "jaxlib_version": str,
+    "serialization_version": int,
     "platforms": list,
     "calling_convention_version": int,
     "size_bytes": int,
@@ -53,8 +59,9 @@ class CompatibilityWarning(UserWarning):
     """The artifact may stop loading, or loads outside JAX's compatibility guarantees."""
 
 
-class StaleArtifactWarning(CompatibilityWarning):
-    """The artifact is older than JAX's compatibility window: re-export it."""
+class OlderFormatWarning(CompatibilityWarning):
+    """The artifact's serialization format is older than the one this JAX writes: a later JAX
+    may refuse it, so re-export it."""
 
 
 # --- metadata ---------------------------------------------------------------------------------
@@ -96,43 +103,6 @@ def read_metadata(path):
             f"{METADATA_FORMAT_VERSION}"
         )
     return metadata
-
-
-def created_date(metadata):
-    try:
-        return datetime.datetime.fromisoformat(metadata["created"]).date()
-    except ValueError as e:
-        raise ValueError(
-            f"metadata 'created' is not an ISO 8601 date: {metadata['created']!r}"
-        ) from e
-
-
-def check_age(metadata, today):
-    """Days since the artifact was exported; warns (StaleArtifactWarning) past the window.
-
-    `today` is a `datetime.date`, passed in so the check can be tested with a faked date.
-    Within the same JAX version an old artifact keeps loading; the warning is about upgrades:
-    JAX more than six months newer than the exporting JAX may refuse it.
-    """
-    if isinstance(today, datetime.datetime):
-        today = today.date()
-    created = created_date(metadata)
-    age = today - created
-    if age < datetime.timedelta(days=-1):  # one day of slack for time zones
-        raise ValueError(
-            f"metadata 'created' ({created}) is after today ({today}): wrong clock, or the "
-            "metadata was edited"
-        )
-    if age > COMPATIBILITY_WINDOW:
-        warnings.warn(
-            f"artifact exported on {created} with JAX {metadata['jax_version']} is "
-            f"{age.days} days old, past JAX's six-month compatibility window: a JAX release "
-            "more than six months newer than the exporting one may refuse to load it. "
-            f"Re-export it with the JAX you serve with (this is {jax.__version__}).",
-            StaleArtifactWarning,
-            stacklevel=2,
-        )
-    return age.days
 
 
 def version_tuple(version):
@@ -184,6 +154,74 @@ def verify_artifact(blob, metadata, path):
         )
 
 
+# --- serialization format ---------------------------------------------------------------------
+
+
+def serialization_version(blob):
+    """The serialization format version JAX wrote into a serialized artifact.
+
+    This, not the file's date, decides whether a newer JAX can still load it: JAX refuses a
+    format some time (at least six months) after replacing it. (JAX before July 2026,
+    serialization version 12, wrote 3 here whatever the format.)
+    """
+    # jax.export has no public accessor for it. It is field 0 of the file's root table, a
+    # uint16; JAX's flatbuffer schema only ever appends fields, so this read does not depend on
+    # JAX's private generated reader.
+    buffer = bytearray(blob)
+    root = table.Table(buffer, encode.Get(packer.uoffset, buffer, 0))
+    field = root.Offset(4)  # vtable slot of field 0
+    return root.Get(number_types.Uint16Flags, root.Pos + field) if field else 0
+
+
+@functools.cache
+def current_serialization_version():
+    """The serialization format version this JAX writes (exports a one-op function, ~20 ms)."""
+    tiny = export.export(jax.jit(jnp.negative))(jax.ShapeDtypeStruct((), jnp.float32))
+    return serialization_version(tiny.serialize())
+
+
+def check_format_age(version, metadata, path):
+    """Warn (OlderFormatWarning) when a newer format exists: the artifact's clock is running."""
+    current = current_serialization_version()
+    if version < current:
+        warnings.warn(
+            f"artifact {path} is in serialization format {version} (exported with JAX "
+            f"{metadata['jax_version']}); JAX {jax.__version__} writes format {current}. It "
+            "still loads, but JAX stops reading a format some time (at least six months) after "
+            "replacing it: re-export it with the JAX you serve with.",
+            OlderFormatWarning,
+            stacklevel=3,
+        )
+
+
+def deserialize(blob, metadata, path):
+    """`export.deserialize`, with its failures turned into ValueErrors that say what to do."""
+    try:
+        return export.deserialize(bytearray(blob))
+    except Exception as e:  # flatbuffers raises struct.error, TypeError, UnicodeDecodeError...
+        if isinstance(e, ValueError) and "compatibility window" in str(e):
+            # JAX's refusal of a serialization format it has retired.
+            raise ValueError(expired_message(blob, metadata, path)) from e
+        raise ValueError(
+            f"artifact {path} passed its sha256 check but could not be deserialized "
+            f"({type(e).__name__}: {e}); it was not written by Exported.serialize, or by a "
+            f"JAX incompatible with {jax.__version__}"
+        ) from e
+
+
+def expired_message(blob, metadata, path):
+    return (
+        f"artifact {path} (serialization format {serialization_version(blob)}, exported with "
+        f"JAX {metadata['jax_version']}, jaxlib {metadata['jaxlib_version']}) is in a format "
+        f"JAX {jax.__version__} no longer reads: JAX refuses a serialization format some time "
+        "(at least six months) after replacing it, however recent the file. Re-export it from "
+        "the training code with the JAX you serve with (export_model.py --out DIR). Until you "
+        f"can, setting {EXPIRED_VERSIONS_FLAG} (jax.config.update, or the environment variable "
+        f"{EXPIRED_VERSIONS_FLAG.upper()}=1) may still load it, with no guarantee that it runs "
+        "or computes the same."
+    )
+
+
 # --- loading ----------------------------------------------------------------------------------
 
 
@@ -203,9 +241,10 @@ def output_signature(exported):
     }
 
 
-def check_matches_metadata(exported, metadata, path):
+def check_matches_metadata(exported, blob, metadata, path):
     """The metadata is what users read; it must describe the artifact it sits next to."""
     found = {
+        "serialization_version": serialization_version(blob),
         "platforms": list(exported.platforms),
         "calling_convention_version": exported.calling_convention_version,
         "inputs": [aval_to_json(aval) for aval in exported.in_avals],
@@ -219,11 +258,10 @@ def check_matches_metadata(exported, metadata, path):
             )
 
 
-def load(artifact_path, metadata_path=None, *, today=None):
+def load(artifact_path, metadata_path=None):
     """Check and deserialize an artifact; returns a `Classifier`.
 
-    The metadata defaults to the artifact's path with a .json suffix. `today` (a date) is for
-    testing the age check.
+    The metadata defaults to the artifact's path with a .json suffix.
     """
     artifact_path = Path(artifact_path)
     metadata_path = Path(metadata_path) if metadata_path else artifact_path.with_suffix(".json")
@@ -233,7 +271,6 @@ def load(artifact_path, metadata_path=None, *, today=None):
     blob = artifact_path.read_bytes()
     verify_artifact(blob, metadata, artifact_path)
     check_versions(metadata)
-    check_age(metadata, today or datetime.date.today())
 
     platform = export.default_export_platform()
     if platform not in metadata["platforms"]:
@@ -242,15 +279,9 @@ def load(artifact_path, metadata_path=None, *, today=None):
             f"{', '.join(metadata['platforms'])}, but this process runs on {platform}: "
             f"re-export it with {platform!r} among the platforms"
         )
-    try:
-        exported = export.deserialize(bytearray(blob))
-    except Exception as e:  # flatbuffers raises struct.error, TypeError, UnicodeDecodeError...
-        raise ValueError(
-            f"artifact {artifact_path} passed its sha256 check but could not be deserialized "
-            f"({type(e).__name__}: {e}); it was not written by Exported.serialize, or by a "
-            f"JAX incompatible with {jax.__version__}"
-        ) from e
-    check_matches_metadata(exported, metadata, artifact_path)
+    exported = deserialize(blob, metadata, artifact_path)
+    check_matches_metadata(exported, blob, metadata, artifact_path)
+    check_format_age(metadata["serialization_version"], metadata, artifact_path)
     if len(exported.in_avals) != 1:
         raise ValueError(
             f"serve.py serves one-input functions; {artifact_path} takes "

@@ -1,7 +1,6 @@
 """serve.py: the same predictions in a fresh process that cannot see the model code, and a
 clear error, never a crash, for every bad input or damaged file."""
 
-import datetime
 import hashlib
 import importlib.util
 import json
@@ -15,11 +14,14 @@ import warnings
 from pathlib import Path
 
 import jax
+import jaxlib
 import numpy as np
 import pytest
 import serve
-from export_model import ARTIFACT_NAME
+from export_model import ARTIFACT_NAME, write_artifact
 from jax import export
+from jax._src.export import serialization as jax_serialization
+from jax._src.export import serialization_generated as flatbuffer
 from model import predict
 
 HERE = Path(__file__).resolve().parent
@@ -54,10 +56,11 @@ def serving_dir(shipped, tmp_path):
     return folder
 
 
-def run_python(folder, *args):
+def run_python(folder, *args, env=None):
     """sys.executable in `folder`, with PYTHONPATH = that folder alone and no other PYTHON*
-    variables: the example folder, which holds the model code, is not on its path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    variables: the example folder, which holds the model code, is not on its path. `env`:
+    extra environment variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | (env or {})
     env["PYTHONPATH"] = str(folder)
     return subprocess.run(
         [sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=120
@@ -271,8 +274,10 @@ def test_unreadable_metadata(artifact_copy, text, message):
         ({"size_bytes": "22852"}, "'size_bytes' must be of type int, got str"),
         ({"size_bytes": True}, "'size_bytes' must be of type int, got bool"),
         ({"platforms": ["cpu", 3]}, "'platforms' must be a list of names"),
-        ({"format": "onnx"}, "has format 'onnx' version 1; this server reads"),
-        ({"created": "last tuesday"}, "'created' is not an ISO 8601 date: 'last tuesday'"),
+        ({"format": "onnx"}, "has format 'onnx' version 2; this server reads"),
+        ({"format_version": 1}, "version 1; this server reads .* version 2"),
+        ({"serialization_version": "12"}, "'serialization_version' must be of type int"),
+        ({"serialization_version": 11}, "serialization_version is 11 in the metadata but"),
         ({"calling_convention_version": 99}, "calling convention version 99, but JAX .* upgrade"),
         ({"calling_convention_version": 1}, "calling convention version 1, .* re-export it"),
         ({"platforms": ["cpu", "tpu"]}, "platforms is \\['cpu', 'tpu'\\] in the metadata but"),
@@ -285,7 +290,9 @@ def test_unreadable_metadata(artifact_copy, text, message):
         "size-bool",
         "platform-int",
         "format",
-        "created",
+        "format-v1",
+        "ser-str",
+        "ser-wrong",
         "cc-new",
         "cc-old",
         "platforms",
@@ -305,46 +312,110 @@ def test_metadata_can_live_elsewhere(artifact_copy, tmp_path):
     assert serve.load(artifact, moved).predict(request(3))["labels"].shape == (3,)
 
 
-# --- compatibility window ---------------------------------------------------------------------
+# --- serialization format: what decides whether a newer JAX still loads an artifact ----------
 
 
-def metadata_created_on(day):
-    return {"created": f"{day.isoformat()}T12:00:00+00:00", "jax_version": "0.12.0.1"}
+def written_format(blob):
+    """The serialization version, read by JAX's own generated reader (not serve.py's)."""
+    return flatbuffer.Exported.GetRootAsExported(bytearray(blob)).SerializationVersion()
 
 
-def test_check_age_within_the_window_is_quiet():
-    created = datetime.date(2026, 1, 10)
+def test_metadata_records_versions_and_serialization_format(shipped):
+    metadata = json.loads(shipped["metadata"].read_text())
+    blob = shipped["artifact"].read_bytes()
+    assert metadata["jax_version"] == jax.__version__
+    assert metadata["jaxlib_version"] == jaxlib.__version__
+    # JAX >= July 2026 records the format it writes (before, always 3).
+    assert jax_serialization._SERIALIZATION_VERSION >= 12
+    assert metadata["serialization_version"] == jax_serialization._SERIALIZATION_VERSION
+    assert serve.serialization_version(blob) == written_format(blob)
+    assert serve.current_serialization_version() == jax_serialization._SERIALIZATION_VERSION
+
+
+def test_current_artifact_loads_without_warnings(shipped):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert serve.check_age(metadata_created_on(created), created) == 0
-        last_day = created + serve.COMPATIBILITY_WINDOW
-        assert serve.check_age(metadata_created_on(created), last_day) == 183
+        serve.load(shipped["artifact"])
 
 
-def test_check_age_past_the_window_warns_to_re_export():
-    created = datetime.date(2026, 1, 10)
-    today = created + datetime.timedelta(days=184)
-    with pytest.warns(serve.StaleArtifactWarning, match=r"184 days old, past JAX's six-month"):
-        assert serve.check_age(metadata_created_on(created), today) == 184
-    with pytest.warns(serve.StaleArtifactWarning, match="Re-export it with the JAX you serve"):
-        serve.check_age(metadata_created_on(created), datetime.datetime(2027, 6, 1, 9, 30))
+def write_in_format(shipped, folder, monkeypatch, version, *, retired=False):
+    """The shipped model serialized as an older JAX would have, by JAX's own flatbuffer builder:
+    `version` in the version field and, if `retired`, the device count in the old 16-bit field
+    and no JAX version, as JAX wrote before November 2025 (format 4 or older). JAX 0.12
+    refuses that layout, however recent the file."""
+    add_version = flatbuffer.ExportedAddSerializationVersion
+    with monkeypatch.context() as old_jax:
+        old_jax.setattr(
+            flatbuffer, "ExportedAddSerializationVersion", lambda b, _: add_version(b, version)
+        )
+        if retired:
+            old_jax.setattr(
+                flatbuffer, "ExportedAddNrDevices", flatbuffer.ExportedAddNrDevicesShort
+            )
+            old_jax.setattr(flatbuffer, "ExportedAddJaxVersion", lambda b, _: None)
+        artifact, metadata = write_artifact(shipped["exported"], folder)
+    assert written_format(artifact.read_bytes()) == version
+    return artifact, metadata
 
 
-def test_check_age_rejects_a_date_in_the_future():
-    with pytest.raises(ValueError, match=r"'created' \(2026-03-05\) is after today \(2026-03-03"):
-        serve.check_age(metadata_created_on(datetime.date(2026, 3, 5)), datetime.date(2026, 3, 3))
-    # One day of slack for time zones.
-    assert (
-        serve.check_age(metadata_created_on(datetime.date(2026, 3, 4)), datetime.date(2026, 3, 3))
-        == -1
-    )
+@pytest.fixture
+def expired(shipped, tmp_path, monkeypatch):
+    """A genuinely expired artifact (format 3, written today) and its metadata."""
+    return write_in_format(shipped, tmp_path / "expired", monkeypatch, 3, retired=True)
 
 
-def test_load_flags_an_old_artifact_but_still_serves_it(artifact_copy, shipped):
-    artifact, metadata = artifact_copy
-    today = datetime.date.today() + datetime.timedelta(days=365)
-    with pytest.warns(serve.StaleArtifactWarning, match="past JAX's six-month compatibility"):
-        classifier = serve.load(artifact, today=today)
+def test_expired_format_is_refused_with_what_to_do(expired):
+    artifact, metadata = expired
+    assert json.loads(metadata.read_text())["serialization_version"] == 3
+    with pytest.raises(ValueError, match="serialization format 3") as refused:
+        serve.load(artifact)
+    message = str(refused.value)
+    assert f"is in a format JAX {jax.__version__} no longer reads" in message
+    assert "Re-export it from the training code" in message
+    assert "JAX_EXPORT_DESERIALIZE_EXPIRED_VERSIONS=1" in message
+    # What JAX itself raised, kept as the cause.
+    assert isinstance(refused.value.__cause__, ValueError)
+    assert "6-month backward-compatibility window" in str(refused.value.__cause__)
+
+
+def test_expired_format_loads_with_the_escape_hatch(expired, shipped):
+    artifact, _ = expired
+    previous = getattr(jax.config, serve.EXPIRED_VERSIONS_FLAG)
+    jax.config.update(serve.EXPIRED_VERSIONS_FLAG, True)
+    try:
+        with (
+            pytest.warns(DeprecationWarning, match="6-month backward-compatibility window"),
+            pytest.warns(serve.OlderFormatWarning, match="in serialization format 3"),
+        ):
+            classifier = serve.load(artifact)
+    finally:
+        jax.config.update(serve.EXPIRED_VERSIONS_FLAG, previous)
+    x = request(9)
+    want = jax.jit(predict)(shipped["params"], x)
+    np.testing.assert_array_equal(classifier.predict(x)["labels"], want["labels"])
+
+
+def test_cli_on_an_expired_artifact_and_the_environment_variable(expired, tmp_path):
+    folder = tmp_path / "serving"
+    folder.mkdir()
+    for path in (HERE / "serve.py", *expired):
+        shutil.copy(path, folder / path.name)
+    np.savez(folder / "in.npz", x=request(3))
+    refused = run_python(folder, "serve.py", ARTIFACT_NAME, "in.npz", "out.npz")
+    assert refused.returncode == 2, refused.stderr
+    assert "no longer reads" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (folder / "out.npz").exists()
+    hatch = {serve.EXPIRED_VERSIONS_FLAG.upper(): "1"}
+    loaded = run_python(folder, "serve.py", ARTIFACT_NAME, "in.npz", "out.npz", env=hatch)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "OlderFormatWarning" in loaded.stderr
+
+
+def test_older_format_warns_but_serves(shipped, tmp_path, monkeypatch):
+    older = jax_serialization._SERIALIZATION_VERSION - 1
+    artifact, _ = write_in_format(shipped, tmp_path / "older", monkeypatch, older)
+    with pytest.warns(serve.OlderFormatWarning, match=f"format {older} .* writes format"):
+        classifier = serve.load(artifact)
     x = request(4)
     np.testing.assert_array_equal(
         classifier.predict(x)["labels"], jax.jit(predict)(shipped["params"], x)["labels"]

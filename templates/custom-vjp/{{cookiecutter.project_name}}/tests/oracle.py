@@ -70,3 +70,29 @@ def distances_vjp_f64(x, y, cotangent):
         weight = np.where(d == 0, 0.0, np.asarray(cotangent, np.float64) / d)
     weighted = weight[:, :, None] * diff
     return weighted.sum(axis=1), -weighted.sum(axis=0)
+
+
+def distances_hessian_f64(x, y, weights):
+    """Second derivatives of sum(weights * d) with respect to (x, y), nested
+    like jax.jacrev(jax.jacrev(f, (0, 1)), (0, 1)): ((H_xx, H_xy), (H_yx, H_yy)),
+    H_xy of shape (n, features, m, features).
+
+    A pair with u = x_i - y_j != 0 contributes w_ij (I - u u^T / |u|^2) / |u|
+    at (x_i, x_i) and (y_j, y_j), and its negative at (x_i, y_j) and (y_j, x_i).
+    Where x_i == y_j it contributes 0 (no second derivative exists there).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    (n, k), m = x.shape, y.shape[0]
+    diff = x[:, None, :] - y[None, :, :]
+    d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = np.where(d[..., None] == 0, 0.0, diff / d[..., None])
+        scale = np.where(d == 0, 0.0, np.asarray(weights, np.float64) / d)
+    projector = np.eye(k) - unit[..., :, None] * unit[..., None, :]
+    pair = scale[..., None, None] * projector  # (n, m, k, k)
+    h_xx, h_yy = np.zeros((n, k, n, k)), np.zeros((m, k, m, k))
+    h_xx[np.arange(n), :, np.arange(n), :] = pair.sum(axis=1)
+    h_yy[np.arange(m), :, np.arange(m), :] = pair.sum(axis=0)
+    h_xy = -pair.transpose(0, 2, 1, 3)
+    return (h_xx, h_xy), (h_xy.transpose(2, 3, 0, 1), h_yy)

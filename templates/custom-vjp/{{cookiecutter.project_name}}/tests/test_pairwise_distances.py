@@ -13,7 +13,14 @@ from jax.test_util import check_grads
 
 from {{ cookiecutter.package_name }} import pairwise_distances, pairwise_distances_reference
 
-from oracle import assert_close, distances_f64, distances_vjp_f64, rtol_for, shape_id
+from oracle import (
+    assert_close,
+    distances_f64,
+    distances_hessian_f64,
+    distances_vjp_f64,
+    rtol_for,
+    shape_id,
+)
 
 # (n, m, features): size-1 axes, a long axis, many features.
 SHAPES = [(1, 1, 1), (1, 7, 3), (6, 1, 2), (5, 4, 1), (33, 17, 8), (2048, 3, 2), (16, 16, 512)]
@@ -132,6 +139,30 @@ def test_custom_rule_is_right_where_points_coincide(rng, dtype):
     want = distances_vjp_f64(x, y, cotangent)
     for g, w in zip(got, want, strict=True):
         assert_close(g, w, 10 * rtol_for(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_second_derivatives_match_float64_oracle(rng, dtype):
+    # Exact away from coincident points; 0 where x_i == y_j, where none exists.
+    # Reverse over reverse, which both custom_vjp and custom_jvp support.
+    x = points(rng, 5, 3, dtype)
+    y = jnp.concatenate([x[:2], points(rng, 3, 3, dtype)])  # two coincident pairs
+    weights = jnp.asarray(rng.standard_normal((5, 5)), dtype)
+    loss = weighted_sum(pairwise_distances)
+    got = jax.jacrev(jax.jacrev(loss, (0, 1)), (0, 1))(x, y, weights)
+    want = distances_hessian_f64(x, y, weights)
+    for got_row, want_row in zip(got, want, strict=True):
+        for g, w in zip(got_row, want_row, strict=True):
+            assert_close(g, w, 10 * rtol_for(dtype))
+
+    # Self-distances: the diagonal |x_i - x_i| is 0 for every x, so its
+    # second derivative is exactly 0 and the Hessian is that of the other pairs.
+    def self_loss(x):
+        return jnp.sum(weights * pairwise_distances(x, x))
+
+    (h_xx, h_xy), (h_yx, h_yy) = distances_hessian_f64(x, x, weights)
+    want = h_xx + h_xy + h_yx + h_yy  # x stands for both arguments
+    assert_close(jax.jacrev(jax.jacrev(self_loss))(x), want, 10 * rtol_for(dtype))
 
 
 def test_energy_minimisation_step_stays_finite(rng):

@@ -8,6 +8,12 @@ matrix (kernels, repulsion energies, contrastive losses). The rule below states
 the derivative directly, d(d_ij)/d(x_i) = (x_i - y_j) / d_ij, and takes the
 minimum-norm subgradient, 0, where d_ij == 0.
 
+Second derivatives (grad of grad, jax.hessian) are exact away from coincident
+points. Where x_i == y_j the true one does not exist (it grows like 1 / d_ij
+near the point), and the rule gives 0 there too: exact for self-distances,
+whose diagonal |x_i - x_i| is 0 for every x, and the same as the double-where
+formulation of the primal.
+
 To adapt: replace _distances and the rule, keep the public wrapper's checks.
 """
 
@@ -18,7 +24,8 @@ import jax.numpy as jnp
 def pairwise_distances(x, y):
     """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
 
-    Differentiable everywhere: where rows coincide the gradient is 0, not NaN.
+    Differentiable everywhere: where rows coincide the gradient is 0, not NaN,
+    and so is the second derivative.
     Half-precision inputs (bfloat16, float16) are computed in float32 and the
     result rounded once. Squared differences must stay finite in that compute
     dtype (|x - y| below about 1e19 in float32). Use jax.vmap for batches of
@@ -70,9 +77,10 @@ def _inverse_or_zero(d):
     """1 / d, and 0 where d == 0 (the subgradient choice).
 
     The inner where keeps the division finite, so that differentiating this
-    expression again (grad of grad) does not produce NaN either. Testing d == 0
-    rather than d > 0 lets a NaN distance stay NaN instead of silently
-    becoming a zero gradient.
+    expression again (grad of grad) does not produce NaN either; that also
+    needs d's own derivative to be finite, hence the rules compute d with the
+    op itself. Testing d == 0 rather than d > 0 lets a NaN distance stay NaN
+    instead of silently becoming a zero gradient.
     """
     coincident = d == 0
     return jnp.where(coincident, 0, 1 / jnp.where(coincident, 1, d))
@@ -84,7 +92,10 @@ def _pairwise_distances(x, y):
 
 
 def _fwd(x, y):
-    d = _distances(x, y)
+    # The op itself, not _distances: differentiating _bwd again (grad of grad)
+    # differentiates this d, and through the rule its derivative is 0 where it
+    # is 0; through sqrt it would be 0 * inf = NaN.
+    d = _pairwise_distances(x, y)
     # Residuals are the inputs and the (n, m) distances. The (n, m, k)
     # differences are cheap to recompute in _bwd, so they are not saved.
     return d, (x, y, d)
@@ -116,7 +127,10 @@ def _jvp(primals, tangents):
     # does not opt into symbolic_zeros), so both can be used unconditionally.
     x_dot, y_dot = tangents
     diff = x[:, None, :] - y[None, :, :]
-    d = jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+    # The op itself, not sqrt: differentiating this rule again (second
+    # derivatives) differentiates d, and through the rule its derivative is 0
+    # where it is 0; through sqrt it would be 0 * inf = NaN.
+    d = _pairwise_distances(x, y)
     diff_dot = x_dot[:, None, :] - y_dot[None, :, :]
     # The output tangent must be linear in the tangents: JAX transposes this
     # expression to get reverse mode, so no separate VJP is needed.
