@@ -60,13 +60,13 @@ def assert_lint_clean(directory: Path, *paths: str):
 
 
 def fresh_venv(env_dir: Path, cwd: Path):
-    """A brand-new virtual environment at env_dir; returns run(*args), which runs
-    its python with args in cwd, asserts success and returns the result."""
+    """A brand-new virtual environment at env_dir; returns run(*args, cwd=cwd),
+    which runs its python with args in cwd, asserts success and returns the result."""
     venv.create(env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
     assert python != sys.executable
 
-    def run(*args):
+    def run(*args, cwd=cwd):
         result = subprocess.run(
             [python, *args], cwd=cwd, capture_output=True, text=True, timeout=1200
         )

@@ -11,7 +11,14 @@ import sys
 
 import mutation
 import pytest
-from conftest import ALL_COMBINATIONS, REPO, assert_lint_clean, files_under, option_combinations
+from conftest import (
+    ALL_COMBINATIONS,
+    REPO,
+    assert_lint_clean,
+    combination_id,
+    files_under,
+    option_combinations,
+)
 
 from jax_ladder.options import MAX_NAME_LENGTH
 from jax_ladder.rungs import available, template_dir
@@ -24,23 +31,34 @@ from jax_ladder.scaffold import scaffold
 JINJA = re.compile(r"\{%|\{#|(?<!\$)\{\{|cookiecutter\.")
 
 
+# Bakes and builds, kept for the whole session: pytest (under xdist, when a
+# worker's queue runs dry) may tear a module fixture down between tests of one
+# combination, and rebuilding an FFI project costs half a minute.
+_BAKED: dict[str, object] = {}
+_BUILT: dict[str, mutation.Project] = {}
+
+
 @pytest.fixture(scope="module", params=ALL_COMBINATIONS)
 def baked(request, tmp_path_factory):
     rung, combo = request.param
-    out = tmp_path_factory.mktemp(rung.name)
-    return scaffold(rung, out, combo)
+    key = combination_id(rung, combo)
+    if key not in _BAKED:
+        _BAKED[key] = scaffold(rung, tmp_path_factory.mktemp(rung.name), combo)
+    return _BAKED[key]
 
 
 @pytest.fixture(scope="module")
 def built(baked):
     """The baked project, its extension (if any) built once and placed in src/."""
-    return mutation.Project(baked)
+    if str(baked) not in _BUILT:
+        _BUILT[str(baked)] = mutation.Project(baked)
+    return _BUILT[str(baked)]
 
 
 def test_no_jinja_left_in_generated_files(baked):
     # Runs first for each baked project, before its tests write caches.
     for relative in files_under(baked):
-        if "__pycache__" in relative.parts:
+        if "__pycache__" in relative.parts or relative.parts[0] == "build":
             continue
         assert not JINJA.search(str(relative)), relative
         path = baked / relative
