@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def build_project(project: Path, target: Path, config: tuple[str, ...] = ()) -> 
 
 def run_project_tests(
     project: Path,
-    echo=None,
+    echo: Callable[[str], None] | None = None,
     extra_args: tuple[str, ...] = (),
     build_config: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
@@ -73,45 +74,19 @@ def run_project_tests(
     replaces os.environ for the test process.
     """
     env = dict(os.environ if env is None else env)
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
         if code is None:
-            code = project / "src"
-            if needs_build(project):
-                code = Path(tmp) / "site"
-                status, output = build_project(project, code, build_config)
-                if echo:
-                    for line in output.splitlines():
-                        echo(line)
-                if status != 0:
-                    return TestRun(0, 0, 0, None, None, time.perf_counter() - start, status, output)
+            code, status, output = _code_to_test(project, Path(tmp), build_config, echo)
+            if status != 0:
+                return _not_run(status, output, start)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
         problem = shadowing_problem(project, code, env)
         if problem:
-            return TestRun(0, 0, 0, None, None, time.perf_counter() - start, 1, problem)
+            return _not_run(1, problem, start)
         junit = Path(tmp) / "junit.xml"
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={junit}",
-            *extra_args,
-        ]
-        proc = subprocess.Popen(
-            cmd, cwd=project, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if echo:
-                echo(line.rstrip("\n"))
-        returncode = proc.wait()
-        seconds = time.perf_counter() - start
+        returncode, output = _stream_pytest(project, env, junit, extra_args, echo)
         counts = _junit_counts(junit)
-    output = "".join(lines)
     match = ORACLE_LINE.search(output)
     return TestRun(
         passed=counts["passed"],
@@ -119,10 +94,46 @@ def run_project_tests(
         skipped=counts["skipped"],
         worst_error=float(match.group(1)) if match else None,
         worst_fraction=float(match.group(2)) if match else None,
-        seconds=seconds,
+        seconds=time.perf_counter() - start,
         returncode=returncode,
         output=output,
     )
+
+
+def _not_run(status: int, output: str, start: float) -> TestRun:
+    return TestRun(0, 0, 0, None, None, time.perf_counter() - start, status, output)
+
+
+def _code_to_test(project, tmp: Path, build_config, echo) -> tuple[Path, int, str]:
+    """(folder to put on PYTHONPATH, build status, build output)."""
+    if not needs_build(project):
+        return project / "src", 0, ""
+    site = tmp / "site"
+    status, output = build_project(project, site, build_config)
+    if echo:
+        for line in output.splitlines():
+            echo(line)
+    return site, status, output
+
+
+def _stream_pytest(project, env, junit: Path, extra_args, echo) -> tuple[int, str]:
+    """Run pytest in the project, echoing its output as it comes; (status, output)."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
+    proc = subprocess.Popen(
+        [*cmd, *extra_args],
+        cwd=project,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if echo:
+            echo(line.rstrip("\n"))
+    return proc.wait(), "".join(lines)
 
 
 # Run in the test process's environment: where would each module of the
