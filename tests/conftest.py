@@ -49,6 +49,24 @@ def run_cli(*args, cwd, stdin=subprocess.DEVNULL):
     )
 
 
+def assert_usage_error(args, message, cwd, capsys, monkeypatch):
+    """`jax-ladder ARGS`, in this process, fails as bad input must: exit status 2,
+    one line `jax-ladder: error: ...` containing message, no traceback, and
+    nothing written in cwd. (In-process: a subprocess would only add the
+    interpreter's start-up; tests/test_cli.py keeps one subprocess case.)"""
+    from jax_ladder import cli
+
+    monkeypatch.chdir(cwd)
+    status = cli.main(list(args))
+    out, err = capsys.readouterr()
+    assert status == 2, (out, err)
+    assert message in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jax-ladder: error: "), err
+    assert "Traceback" not in err + out
+    assert files_under(cwd) == []
+
+
 def assert_lint_clean(directory: Path, *paths: str):
     """`ruff check` and `ruff format --check` pass on paths (default: all) in directory."""
     paths = paths or (".",)
