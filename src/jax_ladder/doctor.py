@@ -1,514 +1,404 @@
 """`jax-ladder doctor`: what is installed here, what each rung can do here, and
 the known problems of the installed versions.
 
-`gather()` collects facts (package versions without importing them; backends
-and devices from a JAX subprocess with a timeout, so a broken plugin cannot
-hang or crash the doctor; tool versions in parallel). `assess(facts)` turns
-them into per-rung statuses, warnings and fatal problems; it is pure, so the
-tests feed it made-up versions. Only a fatal problem (the kit itself cannot
-work) makes the command exit non-zero.
+`gather()` (in `doctor_facts`) collects `Facts`. `assess(facts)` turns them into
+a `Report`: one `Verdict` per rung (`RUNG_CHECKS`, one small function per rung),
+the `KNOWN_PROBLEMS` that hit (PEP 440 version ranges, via `packaging`) and
+fatal problems. It is pure, so the tests feed it made-up facts. Only a fatal
+problem (the kit itself cannot work) makes the command exit non-zero.
 """
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
-import json
-import os
-import re
-import shutil
-import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from jax_ladder import __version__
-from jax_ladder.rungs import LADDER, available, template_dir
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
-SUPPORTED_JAX = ((0, 12), (0, 13))  # >=0.12,<0.13, as in pyproject.toml
-MIN_PYTHON = (3, 12)
-MIN_CMAKE = (3, 18)  # the kit's and the FFI template's CMakeLists.txt
-PACKAGES = (
-    "jax",
-    "jaxlib",
-    "cookiecutter",
-    "numpy",
-    "nanobind",
-    "scikit-build-core",
-    "flatbuffers",
-    "pytest",
-    "ruff",
-)
-TOOLS = ("c++", "g++", "clang++", "cmake", "nvcc")
-CXX = ("c++", "g++", "clang++")
-PLUGIN_PREFIXES = ("jax-cuda", "jax_cuda", "jax-rocm", "jax_rocm", "libtpu", "jax-tpu")
+from jax_ladder.doctor_facts import WIDTH, Facts, at_least, below_range, render_facts, within
+from jax_ladder.doctor_facts import gather as gather  # re-exported: the CLI calls doctor.gather
+from jax_ladder.rungs import LADDER, available
+from jax_ladder.versions import JAX_SPEC, JAX_TESTED
+
+SUPPORTED_JAX = SpecifierSet(JAX_SPEC)
+MIN_PYTHON = Version("3.12")
+MIN_CMAKE = Version("3.18")  # the kit's and the FFI template's CMakeLists.txt
+MOSAIC_GPU = Version("9.0")  # compute capability: Hopper (sm_90a)
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 RUNS, LOWER_ONLY, INTERPRET_ONLY, CANNOT = "runs", "lower only", "interpret only", "cannot"
 
-# Imported in a subprocess: prints one JSON line, never raises.
-PROBE = r"""
-import json, sys
-out = {"ok": False}
-try:
-    import jax, jaxlib
-    out["jax"], out["jaxlib"] = jax.__version__, jaxlib.__version__
-    import jax.extend.backend as jb
-    backends = {}
-    for platform in sorted(jb.backends()):
-        try:
-            backends[platform] = [
-                {"kind": d.device_kind, "id": d.id,
-                 "compute_capability": getattr(d, "compute_capability", None)}
-                for d in jax.devices(platform)
-            ]
-        except Exception as err:
-            backends[platform] = str(err).splitlines()[0] if str(err) else type(err).__name__
-    out["backends"], out["default_backend"] = backends, jax.default_backend()
-    try:
-        import jax.extend.core  # noqa: F401
-        out["extend"] = True
-    except Exception:
-        out["extend"] = False
-    out["ok"] = True
-except BaseException as err:
-    out["error"] = (type(err).__name__ + ": " + str(err)).splitlines()[0][:300]
-print(json.dumps(out))
-"""
+
+# -- known problems ------------------------------------------------------------------
 
 
-def parse_version(text: str | None) -> tuple[int, ...]:
-    """'0.12.0.1' -> (0, 12, 0, 1); '0.13.0rc1' -> (0, 13, 0); junk -> ()."""
-    parts = []
-    for piece in (text or "").split("."):
-        match = re.match(r"\d+", piece)
-        if not match:
-            break
-        parts.append(int(match.group()))
-        if match.end() != len(piece):
-            break
-    return tuple(parts)
+@dataclass(frozen=True)
+class Workaround:
+    """What to do about a known problem: `command`. A workaround that is one `flag`
+    in the environment variable `env` is recognised once it is in place."""
+
+    command: str
+    env: str = ""
+    flag: str = ""
+
+    @classmethod
+    def env_flag(cls, env: str, flag: str) -> Workaround:
+        return cls(f"export {env}={flag}", env, flag)
+
+    @property
+    def setting(self) -> str:
+        return f"{self.env}={self.flag}"
+
+    def in_place(self, facts: Facts) -> bool:
+        return bool(self.flag) and self.flag in (facts.env.get(self.env) or "")
 
 
-def _pad(v: tuple[int, ...], n: int = 4) -> tuple[int, ...]:
-    return v + (0,) * (n - len(v))
-
-
-def in_range(version: str | None, low: str | None, high: str | None) -> bool:
-    """low <= version <= high (both inclusive, either may be None)."""
-    v = parse_version(version)
-    if not v:
-        return False
-    if low is not None and _pad(v) < _pad(parse_version(low)):
-        return False
-    return not (high is not None and _pad(v) > _pad(parse_version(high)))
-
-
-# -- facts ------------------------------------------------------------------------
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _plugins() -> dict[str, str]:
-    found = {}
-    for dist in metadata.distributions():
-        name = (dist.metadata.get("Name") or "").lower()
-        if name.startswith(PLUGIN_PREFIXES):
-            found[name] = dist.version
-    return dict(sorted(found.items()))
-
-
-def _tool(name: str) -> dict[str, str] | None:
-    path = shutil.which(name)
-    if path is None:
-        return None
-    try:
-        result = subprocess.run(
-            [path, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-        )
-        text = result.stdout + result.stderr
-    except (OSError, subprocess.SubprocessError) as err:
-        return {"path": path, "version": "", "error": type(err).__name__}
-    # nvcc prints "release 13.0, V13.0.88"; the others put the version first.
-    match = re.search(r"release (\d+(?:\.\d+)+)", text) or re.search(r"(\d+\.\d+(?:\.\d+)*)", text)
-    return {"path": path, "version": match.group(1) if match else ""}
-
-
-def _probe_jax(timeout: float) -> dict[str, Any]:
-    try:
-        result = subprocess.run(
-            [sys.executable, "-c", PROBE],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"importing jax took more than {timeout:.0f} s"}
-    except OSError as err:
-        return {"ok": False, "error": f"could not start {sys.executable}: {err.strerror}"}
-    lines = result.stdout.strip().splitlines()
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        tail = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
-        return {"ok": False, "error": f"the JAX probe crashed: {tail[:300]}"}
-
-
-def _templates_ok() -> str | None:
-    """None if every registered template is where the kit expects it, else the problem."""
-    try:
-        for rung in available():
-            if not (template_dir(rung) / "cookiecutter.json").is_file():
-                return f"the template for {rung.name} is missing; reinstall jax-ladder"
-    except FileNotFoundError as err:
-        return str(err)
-    return None
-
-
-def gather(timeout: float = 60.0) -> dict[str, Any]:
-    """Everything `assess` needs, as plain JSON-able data."""
-    with ThreadPoolExecutor(max_workers=len(TOOLS) + 1) as pool:
-        probe = pool.submit(_probe_jax, timeout)
-        tools = {name: pool.submit(_tool, name) for name in TOOLS}
-        packages = {name: _dist_version(name) for name in PACKAGES}
-        facts = {
-            "kit": __version__,
-            "python": ".".join(map(str, sys.version_info[:3])),
-            "executable": sys.executable,
-            "packages": packages,
-            "plugins": _plugins(),
-            "env": {k: os.environ.get(k) for k in ("XLA_FLAGS", "JAX_PLATFORMS")},
-            "templates_problem": _templates_ok(),
-            "tools": {name: future.result() for name, future in tools.items()},
-            "jax": probe.result(),
-        }
-    return facts
-
-
-# -- assessment ------------------------------------------------------------------------
+def _always(facts: Facts) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
 class KnownProblem:
-    """A problem of some installed versions. `applies(facts)` narrows it further;
-    `fixed(facts)` says the workaround is already in place."""
+    """A problem of the installed `package` when its version is in `versions` (a PEP 440
+    specifier set; "" for any version) and `applies(facts)`. `details(facts)`, when
+    given, names what is affected, on a line of its own under `text`."""
 
     id: str
     package: str
-    low: str | None  # inclusive; None: no lower bound
-    high: str | None  # inclusive; None: no upper bound
+    versions: str
     text: str
-    workaround: str = ""
-    applies: Callable[[dict], bool] = lambda facts: True
-    fixed: Callable[[dict], bool] = lambda facts: False
+    workaround: Workaround | None = None
+    applies: Callable[[Facts], bool] = _always
+    details: Callable[[Facts], str] | None = None
 
-    def hits(self, facts: dict) -> bool:
-        version = facts["packages"].get(self.package)
-        return in_range(version, self.low, self.high) and self.applies(facts)
-
-
-def _backends(facts: dict) -> dict[str, Any]:
-    backends = facts["jax"].get("backends") or {}
-    return {k: v for k, v in backends.items() if isinstance(v, list)}
+    def hits(self, facts: Facts) -> bool:
+        installed = facts.packages.get(self.package)
+        return within(installed, SpecifierSet(self.versions)) and self.applies(facts)
 
 
-def _has_gpu(facts: dict) -> bool:
-    return any(p in ("gpu", "cuda", "rocm") for p in _backends(facts))
+def _jax_newer_than_supported(facts: Facts) -> bool:
+    jax = facts.installed("jax")
+    return (
+        jax is not None
+        and not SUPPORTED_JAX.contains(jax, prereleases=True)
+        and not below_range(jax, SUPPORTED_JAX)
+    )
 
 
-def _plugin_mismatch(facts: dict) -> list[str]:
-    jaxlib = facts["packages"].get("jaxlib")
-    return [
-        f"{name} {version}"
-        for name, version in facts["plugins"].items()
-        if not name.startswith("libtpu")
-        and _pad(parse_version(version)) != _pad(parse_version(jaxlib))
-    ]
+def _jax_jaxlib_skew(facts: Facts) -> bool:
+    """jax and jaxlib from different minor releases (or one of them unreadable)."""
+    jax, jaxlib = facts.installed("jax"), facts.installed("jaxlib")
+    if jax is None or jaxlib is None:
+        return True
+    return (jax.major, jax.minor) != (jaxlib.major, jaxlib.minor)
 
 
 KNOWN_PROBLEMS: tuple[KnownProblem, ...] = (
     KnownProblem(
-        "xla-cpu-ynn-grad",
-        "jaxlib",
-        "0.11.1",
-        "0.12.0.1",
-        "XLA:CPU miscompiles jax.jit(jax.grad(f)) of an RMSNorm-like reduction over the last "
-        "axis (x * lax.rsqrt(mean(x**2) + eps)) at >= 4096 rows: float32, about 99% of rows "
-        "wrong, no error. Eager and forward passes are right; check jitted references against "
-        "float64 NumPy.",
-        f"export XLA_FLAGS={YNN_FLAG}",
-        fixed=lambda facts: YNN_FLAG in (facts["env"].get("XLA_FLAGS") or ""),
+        id="xla-cpu-ynn-grad",
+        package="jaxlib",
+        versions=">=0.11.1,<=0.12.0.1",
+        text="XLA:CPU miscompiles jax.jit(jax.grad(f)) of an RMSNorm-like reduction over the "
+        "last axis (x * lax.rsqrt(mean(x**2) + eps)) at >= 4096 rows: float32, about 99% of "
+        "rows wrong, no error. Eager and forward passes are right; check jitted references "
+        "against float64 NumPy.",
+        workaround=Workaround.env_flag("XLA_FLAGS", YNN_FLAG),
     ),
     KnownProblem(
-        "jax-untested",
-        "jax",
-        "0.13",
-        None,
-        "jax is newer than the kit's supported range (>=0.12,<0.13); the templates pin "
-        "that range and were tested on 0.12.0.1.",
-        "pip install 'jax>=0.12,<0.13'",
+        id="jax-untested",
+        package="jax",
+        versions="",
+        applies=_jax_newer_than_supported,
+        text=f"jax is newer than the kit's supported range ({JAX_SPEC}); the templates pin "
+        f"that range and were tested on {JAX_TESTED}.",
+        workaround=Workaround(f"pip install 'jax{JAX_SPEC}'"),
     ),
     KnownProblem(
-        "jax-jaxlib-skew",
-        "jax",
-        None,
-        None,
-        "jax and jaxlib come from different releases; they are tested together only at "
+        id="jax-jaxlib-skew",
+        package="jax",
+        versions="",
+        applies=_jax_jaxlib_skew,
+        text="jax and jaxlib come from different releases; they are tested together only at "
         "equal versions.",
-        "pip install -U 'jax==X' 'jaxlib==X' with one X",
-        applies=lambda facts: (
-            _pad(parse_version(facts["packages"].get("jax")))[:2]
-            != _pad(parse_version(facts["packages"].get("jaxlib")))[:2]
+        workaround=Workaround("pip install -U 'jax==X' 'jaxlib==X' with one X"),
+    ),
+    KnownProblem(
+        id="plugin-skew",
+        package="jaxlib",
+        versions="",
+        applies=lambda facts: bool(facts.mismatched_plugins),
+        details=lambda facts: "plugins: " + ", ".join(facts.mismatched_plugins),
+        text="a PJRT plugin's version differs from jaxlib's; the backend may fail to "
+        "initialise or be skipped.",
+        workaround=Workaround(
+            "reinstall the plugin for this jaxlib, e.g. pip install -U 'jax[cuda13]'"
         ),
     ),
     KnownProblem(
-        "plugin-skew",
-        "jaxlib",
-        None,
-        None,
-        "a PJRT plugin's version differs from jaxlib's; the backend may fail to initialise "
-        "or be skipped.",
-        "reinstall the plugin for this jaxlib, e.g. pip install -U 'jax[cuda13]'",
-        applies=lambda facts: bool(_plugin_mismatch(facts)),
+        id="pallas-triton",
+        package="jax",
+        versions=">=0.11",
+        applies=lambda facts: facts.has_gpu,
+        text="the Pallas Triton backend is deprecated and warns when lowering; write GPU "
+        "kernels for Mosaic GPU (Hopper, sm_90a).",
     ),
     KnownProblem(
-        "pallas-triton",
-        "jax",
-        "0.11",
-        None,
-        "the Pallas Triton backend is deprecated and warns when lowering; write GPU kernels "
-        "for Mosaic GPU (Hopper, sm_90a).",
-        applies=_has_gpu,
-    ),
-    KnownProblem(
-        "no-flatbuffers",
-        "jax",
-        None,
-        None,
-        "flatbuffers is not installed: jax.export can lower but not serialize "
+        id="no-flatbuffers",
+        package="jax",
+        versions="",
+        applies=lambda facts: facts.packages.get("flatbuffers") is None,
+        text="flatbuffers is not installed: jax.export can lower but not serialize "
         "(ImportError: Please install 'flatbuffers').",
-        "pip install flatbuffers",
-        applies=lambda facts: facts["packages"].get("flatbuffers") is None,
+        workaround=Workaround("pip install flatbuffers"),
     ),
 )
 
 
-@dataclass
+# -- per-rung verdicts -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one rung can do here (RUNS, LOWER_ONLY, INTERPRET_ONLY or CANNOT), and why."""
+
+    status: str
+    why: str
+
+
+def _on_backends(facts: Facts) -> Verdict:
+    return Verdict(RUNS, f"on {', '.join(facts.jax.working_backends) or 'no backend'}")
+
+
+def _memory_and_sharding(facts: Facts) -> Verdict:
+    n = facts.device_count
+    if n > 1:
+        return Verdict(RUNS, f"{n} devices")
+    return Verdict(RUNS, "1 device; simulate 8: --xla_force_host_platform_device_count=8")
+
+
+def _custom_vjp(facts: Facts) -> Verdict:
+    return Verdict(RUNS, "custom_jvp/custom_vjp are plain JAX")
+
+
+def _export(facts: Facts) -> Verdict:
+    if facts.packages.get("flatbuffers") is None:
+        return Verdict(LOWER_ONLY, "serialization needs flatbuffers (pip install flatbuffers)")
+    return Verdict(RUNS, "serializes and reloads; lowers for cpu, cuda and tpu")
+
+
+def _custom_partitioning(facts: Facts) -> Verdict:
+    n = facts.device_count
+    where = f"{n} devices" if n > 1 else "simulated CPU devices"
+    return Verdict(RUNS, f"Shardy rules; multi-device tests on {where}")
+
+
+def _pallas(facts: Facts) -> Verdict:
+    backends = facts.jax.working_backends
+    if "tpu" in backends:
+        return Verdict(RUNS, "TPU (Mosaic)")
+    gpus = [d for p in ("gpu", "cuda") for d in backends.get(p, [])]
+    if not gpus:
+        return Verdict(INTERPRET_ONLY, "interpret mode; lowers for TPU and Mosaic GPU (no device)")
+    caps = sorted({str(d.compute_capability or "") for d in gpus})
+    if any(at_least(cap, MOSAIC_GPU) for cap in caps):
+        return Verdict(RUNS, "Mosaic GPU (sm_90a); interpret mode and TPU lowering too")
+    return Verdict(
+        RUNS,
+        f"GPU compute capability {', '.join(caps)}: Triton (deprecated) only; "
+        "Mosaic GPU needs Hopper",
+    )
+
+
+def _ffi_missing(facts: Facts) -> list[str]:
+    missing = [] if facts.compiler else ["a C++ compiler"]
+    cmake = facts.tools.get("cmake")
+    if cmake is None:
+        missing.append("CMake")
+    elif not at_least(cmake.version, MIN_CMAKE):
+        missing.append(f"CMake >= {MIN_CMAKE} (found {cmake.version or 'unknown'})")
+    missing += [p for p in ("nanobind", "scikit-build-core") if facts.packages.get(p) is None]
+    return missing
+
+
+def _ffi(facts: Facts) -> Verdict:
+    missing = _ffi_missing(facts)
+    if missing:
+        return Verdict(CANNOT, f"needs {', '.join(missing)}")
+    if facts.tools.get("nvcc") is None:
+        gpu = "needs nvcc"
+    else:
+        gpu = "nvcc and a GPU" if facts.has_gpu else "nvcc found, no GPU to run it"
+    return Verdict(RUNS, f"CPU handler ({facts.compiler}, cmake); CUDA handler: {gpu}")
+
+
+def _internals(facts: Facts) -> Verdict:
+    if facts.jax.extend:
+        return Verdict(RUNS, "jax.extend imports; see `jax-ladder locate`")
+    return Verdict(CANNOT, "jax.extend does not import")
+
+
+# Keyed by the registry's rung names; tests/test_doctor.py holds the keys to LADDER.
+RUNG_CHECKS: dict[str, Callable[[Facts], Verdict]] = {
+    "plain-jax": _on_backends,
+    "transforms": _on_backends,
+    "memory-and-sharding": _memory_and_sharding,
+    "custom-vjp": _custom_vjp,
+    "export": _export,
+    "custom-partitioning": _custom_partitioning,
+    "pallas": _pallas,
+    "ffi": _ffi,
+    "internals": _internals,
+}
+
+
+def rung_verdict(name: str, facts: Facts) -> Verdict:
+    if not facts.jax.ok:
+        return Verdict(CANNOT, "jax does not import")
+    check = RUNG_CHECKS.get(name)
+    return check(facts) if check else Verdict(RUNS, "no specific check for this rung")
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RungVerdict:
+    step: int
+    name: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A known problem that hits here."""
+
+    problem: KnownProblem
+    version: str  # of problem.package, as installed
+    workaround_in_place: bool
+    details: str = ""
+
+
+@dataclass(frozen=True)
 class Report:
-    facts: dict
-    rungs: list[tuple[int, str, str, str]] = field(default_factory=list)  # step, name, status, why
-    warnings: list[tuple[KnownProblem, bool]] = field(default_factory=list)  # (problem, fixed)
-    fatal: list[str] = field(default_factory=list)
+    facts: Facts
+    rungs: list[RungVerdict]
+    warnings: list[Finding]
+    fatal: list[str]
 
     @property
     def ok(self) -> bool:
         return not self.fatal
 
 
-def _fatal(facts: dict) -> list[str]:
+def _jax_fatal(facts: Facts) -> list[str]:
+    install = f"pip install 'jax{JAX_SPEC}'"
+    jax_text = facts.packages.get("jax")
+    jax = facts.installed("jax")
     problems = []
-    if parse_version(facts["python"]) < MIN_PYTHON:
-        problems.append(f"Python {facts['python']} is too old; the kit needs Python >= 3.12")
-    jax = facts["packages"].get("jax")
-    if jax is None:
-        problems.append("jax is not installed: pip install 'jax>=0.12,<0.13'")
-    elif _pad(parse_version(jax)) < _pad(SUPPORTED_JAX[0]):
-        problems.append(f"jax {jax} is too old; the kit needs jax>=0.12,<0.13")
-    if facts["packages"].get("jaxlib") is None:
-        problems.append("jaxlib is not installed: pip install 'jax>=0.12,<0.13'")
-    if jax is not None and not facts["jax"].get("ok"):
-        problems.append(f"jax does not import: {facts['jax'].get('error', 'unknown error')}")
-    if facts["packages"].get("cookiecutter") is None:
-        problems.append("cookiecutter is not installed: pip install cookiecutter")
-    if facts.get("templates_problem"):
-        problems.append(facts["templates_problem"])
+    if jax_text is None:
+        problems.append(f"jax is not installed: {install}")
+    elif jax is None or below_range(jax, SUPPORTED_JAX):
+        problems.append(f"jax {jax_text} is too old; the kit needs jax{JAX_SPEC}")
+    if facts.packages.get("jaxlib") is None:
+        problems.append(f"jaxlib is not installed: {install}")
+    if jax_text is not None and not facts.jax.ok:
+        problems.append(f"jax does not import: {facts.jax.error or 'unknown error'}")
     return problems
 
 
-def _device_count(facts: dict) -> int:
-    return sum(len(devs) for devs in _backends(facts).values())
+def _fatal(facts: Facts) -> list[str]:
+    problems = []
+    if not at_least(facts.python, MIN_PYTHON):
+        problems.append(f"Python {facts.python} is too old; the kit needs Python >= {MIN_PYTHON}")
+    problems += _jax_fatal(facts)
+    if facts.packages.get("cookiecutter") is None:
+        problems.append("cookiecutter is not installed: pip install cookiecutter")
+    if facts.templates_problem:
+        problems.append(facts.templates_problem)
+    return problems
 
 
-def _rung_status(name: str, facts: dict) -> tuple[str, str]:
-    """(status, why) for one rung here."""
-    if not facts["jax"].get("ok"):
-        return CANNOT, "jax does not import"
-    backends = _backends(facts)
-    tools, packages = facts["tools"], facts["packages"]
-    if name in ("plain-jax", "transforms"):
-        return RUNS, f"on {', '.join(backends) or 'no backend'}"
-    if name == "custom-vjp":
-        return RUNS, "custom_jvp/custom_vjp are plain JAX"
-    if name == "memory-and-sharding":
-        n = _device_count(facts)
-        if n > 1:
-            return RUNS, f"{n} devices"
-        return RUNS, "1 device; simulate 8: --xla_force_host_platform_device_count=8"
-    if name == "export":
-        if packages.get("flatbuffers") is None:
-            return LOWER_ONLY, "serialization needs flatbuffers (pip install flatbuffers)"
-        return RUNS, "serializes and reloads; lowers for cpu, cuda and tpu"
-    if name == "custom-partitioning":
-        n = _device_count(facts)
-        where = f"{n} devices" if n > 1 else "simulated CPU devices"
-        return RUNS, f"Shardy rules; multi-device tests on {where}"
-    if name == "pallas":
-        if "tpu" in backends:
-            return RUNS, "TPU (Mosaic)"
-        gpus = [d for p in ("gpu", "cuda") for d in backends.get(p, [])]
-        if gpus:
-            caps = {str(d.get("compute_capability") or "") for d in gpus}
-            if any(parse_version(c) >= (9, 0) for c in caps):
-                return RUNS, "Mosaic GPU (sm_90a); interpret mode and TPU lowering too"
-            return RUNS, (
-                f"GPU compute capability {', '.join(sorted(caps))}: Triton (deprecated) only; "
-                "Mosaic GPU needs Hopper"
-            )
-        return INTERPRET_ONLY, "interpret mode; lowers for TPU and Mosaic GPU (no device)"
-    if name == "ffi":
-        cxx = next((c for c in CXX if tools.get(c)), None)
-        cmake = tools.get("cmake")
-        missing = []
-        if cxx is None:
-            missing.append("a C++ compiler")
-        if cmake is None:
-            missing.append("CMake")
-        elif parse_version(cmake.get("version")) < MIN_CMAKE:
-            missing.append(f"CMake >= 3.18 (found {cmake.get('version') or 'unknown'})")
-        for package in ("nanobind", "scikit-build-core"):
-            if packages.get(package) is None:
-                missing.append(package)
-        if missing:
-            return CANNOT, f"needs {', '.join(missing)}"
-        if tools.get("nvcc"):
-            gpu = "nvcc and a GPU" if _has_gpu(facts) else "nvcc found, no GPU to run it"
-        else:
-            gpu = "needs nvcc"
-        return RUNS, f"CPU handler ({cxx}, cmake); CUDA handler: {gpu}"
-    if name == "internals":
-        if facts["jax"].get("extend"):
-            return RUNS, "jax.extend imports; see `jax-ladder locate`"
-        return CANNOT, "jax.extend does not import"
-    return RUNS, "no specific check for this rung"
+def _finding(problem: KnownProblem, facts: Facts) -> Finding:
+    return Finding(
+        problem,
+        version=facts.packages.get(problem.package) or "?",
+        workaround_in_place=problem.workaround is not None and problem.workaround.in_place(facts),
+        details=problem.details(facts) if problem.details else "",
+    )
 
 
-def assess(facts: dict) -> Report:
-    report = Report(facts, fatal=_fatal(facts))
-    for rung in LADDER:
-        status, why = _rung_status(rung.name, facts)
-        report.rungs.append((rung.step, rung.name, status, why))
-    for problem in KNOWN_PROBLEMS:
-        if problem.hits(facts):
-            report.warnings.append((problem, problem.fixed(facts)))
-    return report
+def assess(facts: Facts) -> Report:
+    return Report(
+        facts,
+        rungs=[RungVerdict(r.step, r.name, rung_verdict(r.name, facts)) for r in LADDER],
+        warnings=[_finding(p, facts) for p in KNOWN_PROBLEMS if p.hits(facts)],
+        fatal=_fatal(facts),
+    )
 
 
-# -- output --------------------------------------------------------------------------
+# -- output ----------------------------------------------------------------------------
 
 
-def _fmt_tool(name: str, info: dict | None, named: bool = True) -> str:
-    label = f"{name} " if named else ""
-    if info is None:
-        return f"{label}not found"
-    return f"{label}{info.get('version') or '(version unknown)'} ({info['path']})"
+def _render_rungs(rungs: list[RungVerdict]) -> list[str]:
+    templates = {r.name for r in available()}
+    return ["Rungs here (* = the kit has a template):"] + [
+        f"{'*' if r.name in templates else ' '} {r.step}. {r.name:<20} "
+        f"{r.verdict.status:<15} {r.verdict.why}"
+        for r in rungs
+    ]
+
+
+def _render_finding(finding: Finding) -> list[str]:
+    problem, workaround = finding.problem, finding.problem.workaround
+    head = f"  ! [{problem.id}] {problem.package} {finding.version}: {problem.text}"
+    lines = textwrap.wrap(head, WIDTH, subsequent_indent="    ")
+    if finding.details:
+        lines.append(f"    {finding.details}")
+    if workaround is not None and finding.workaround_in_place:
+        lines.append(f"    workaround in place: {workaround.setting}")
+    elif workaround is not None:
+        lines.append(f"    workaround: {workaround.command}")
+    return lines
+
+
+def _render_outcome(report: Report) -> list[str]:
+    if report.fatal:
+        return ["The kit cannot work here:", *(f"  x {problem}" for problem in report.fatal)]
+    active = sum(not finding.workaround_in_place for finding in report.warnings)
+    return [f"The kit works here ({active} warning(s))."]
 
 
 def render(report: Report) -> str:
-    f = report.facts
-    pk = f["packages"]
-    probe = f["jax"]
-
-    def version(name: str) -> str:
-        return pk.get(name) or "not installed"
-
-    lines = [f"jax-ladder {f['kit']} doctor", ""]
-    lines.append(f"{'python':<12}{f['python']} ({f['executable']})")
-    lines.append(f"{'jax':<12}{version('jax')} (the kit supports >=0.12,<0.13)")
-    lines.append(f"{'jaxlib':<12}{version('jaxlib')}")
-    plugins = ", ".join(f"{n} {v}" for n, v in f["plugins"].items()) or "none"
-    lines.append(f"{'plugins':<12}{plugins}")
-    if probe.get("ok"):
-        default = probe.get("default_backend")
-        for platform, devices in (probe.get("backends") or {}).items():
-            label = f"{platform}{' (default)' if platform == default else ''}"
-            if isinstance(devices, list):
-                kinds = sorted({d["kind"] for d in devices})
-                desc = (
-                    f"{len(devices)} device{'s' if len(devices) != 1 else ''} ({', '.join(kinds)})"
-                )
-            else:
-                desc = f"failed: {devices}"
-            lines.append(f"{'backend':<12}{label}: {desc}")
-    else:
-        lines.append(f"{'backend':<12}unknown: {probe.get('error')}")
-    pad = " " * 12
-    others = ", ".join(f"{n} {version(n)}" for n in PACKAGES if n not in ("jax", "jaxlib"))
-    lines += textwrap.wrap(others, 92, initial_indent=f"{'packages':<12}", subsequent_indent=pad)
-    compilers = ", ".join(_fmt_tool(n, f["tools"].get(n)) for n in CXX)
-    lines += textwrap.wrap(
-        compilers, 92, initial_indent=f"{'compilers':<12}", subsequent_indent=pad
-    )
-    for name in ("cmake", "nvcc"):
-        lines.append(f"{name:<12}{_fmt_tool(name, f['tools'].get(name), named=False)}")
-    env = ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in f["env"].items())
-    lines.append(f"{'env':<12}{env}")
-
-    lines += ["", "Rungs here (* = the kit has a template):"]
-    templates = {r.name for r in available()}
-    for step, name, status, why in report.rungs:
-        mark = "*" if name in templates else " "
-        lines.append(f"{mark} {step}. {name:<20} {status:<15} {why}")
-
+    lines = [f"jax-ladder {report.facts.kit} doctor", ""]
+    lines += [*render_facts(report.facts), "", *_render_rungs(report.rungs)]
     if report.warnings:
         lines += ["", "Known problems of the installed versions:"]
-        for problem, fixed in report.warnings:
-            version_ = pk.get(problem.package) or "?"
-            head = f"  ! [{problem.id}] {problem.package} {version_}: {problem.text}"
-            lines += textwrap.wrap(head, 92, subsequent_indent="    ")
-            if problem.id == "plugin-skew":
-                lines.append(f"    plugins: {', '.join(_plugin_mismatch(f))}")
-            if fixed:
-                lines.append("    workaround in place: " + problem.workaround.split(" ", 1)[-1])
-            elif problem.workaround:
-                lines.append(f"    workaround: {problem.workaround}")
-    if report.fatal:
-        lines += ["", "The kit cannot work here:"]
-        lines += [f"  x {problem}" for problem in report.fatal]
-    else:
-        active = sum(1 for _, fixed in report.warnings if not fixed)
-        lines += ["", f"The kit works here ({active} warning(s))."]
+        for finding in report.warnings:
+            lines += _render_finding(finding)
+    lines += ["", *_render_outcome(report)]
     return "\n".join(lines)
 
 
-def to_json(report: Report) -> dict:
+def to_json(report: Report) -> dict[str, Any]:
     return {
         "ok": report.ok,
-        "facts": report.facts,
+        "facts": report.facts.to_json(),
         "rungs": [
-            {"step": step, "name": name, "status": status, "why": why}
-            for step, name, status, why in report.rungs
+            {"step": r.step, "name": r.name, "status": r.verdict.status, "why": r.verdict.why}
+            for r in report.rungs
         ],
         "warnings": [
             {
-                "id": p.id,
-                "package": p.package,
-                "text": p.text,
-                "workaround": p.workaround,
-                "workaround_in_place": fixed,
+                "id": f.problem.id,
+                "package": f.problem.package,
+                "text": f.problem.text,
+                "workaround": f.problem.workaround.command if f.problem.workaround else "",
+                "workaround_in_place": f.workaround_in_place,
             }
-            for p, fixed in report.warnings
+            for f in report.warnings
         ],
         "fatal": report.fatal,
     }
