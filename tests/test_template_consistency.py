@@ -1,24 +1,56 @@
-"""Generated projects stand alone, so a few helpers are copied into every
-template on purpose. These tests keep the copies from drifting apart."""
+"""Generated projects stand alone, so some files are copied into every template
+on purpose. The lists below declare them; these tests keep the copies from
+drifting apart, and make every difference say why."""
 
-from pathlib import Path
+import difflib
 
 import pytest
 from conftest import REPO
 
 from jax_ladder.rungs import available
 
-TEMPLATES = [REPO / "templates" / r.template for r in available()]
+TEMPLATES = {r.template: REPO / "templates" / r.template for r in available()}
+P = "{{cookiecutter.project_name}}"  # the generated project's folder in a template
+
+# Files identical in every template (paths inside templates/<rung>/), except
+# where ADDITIONS lets one template add lines.
+IDENTICAL = [
+    "hooks/pre_gen_project.py",
+    f"{P}/.pre-commit-config.yaml",
+    f"{P}/.github/workflows/ci.yml",
+    f"{P}/.gitignore",
+    f"{P}/tests/conftest.py",
+]
+# (template, file): why that template's copy adds lines to the common text.
+# It may only add: every line of the common copy stays, in order.
+ADDITIONS = {
+    ("export", f"{P}/.github/workflows/ci.yml"): (
+        "CI also exports the artifact and serves it through the package's command line"
+    ),
+    ("custom-partitioning", f"{P}/tests/conftest.py"): (
+        "eight simulated CPU devices, set before JAX starts, for the sharding tests"
+    ),
+    ("ffi", f"{P}/tests/conftest.py"): (
+        "eight simulated CPU devices for the sharding tests, and the CPU as the default "
+        "device: the tests check the CPU handler even where a GPU is present"
+    ),
+}
+# Files that are each template's own (its oracle, its fixtures) around shared
+# top-level definitions, which must be identical in every template.
+SHARED_DEFINITIONS = {
+    f"{P}/tests/oracle.py": ("WORST", "rtol_for", "assert_close"),
+    f"{P}/tests/conftest.py": ("rng", "pytest_terminal_summary"),
+}
 
 
-def project_dir(template: Path) -> Path:
-    return template / "{{cookiecutter.project_name}}"
-
-
-def function_source(path: Path, name: str) -> str:
-    """The text of a top-level function, up to the next top-level statement."""
-    lines = path.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"def {name}("))
+def definition_source(text: str, name: str) -> str:
+    """A top-level `def name(` or `name = ` with its decorators, up to the next
+    top-level statement (textual: template files may hold Jinja)."""
+    lines = text.splitlines()
+    heads = (f"def {name}(", f"{name} =")
+    start = next(i for i, line in enumerate(lines) if line.startswith(heads))
+    while start > 0 and lines[start - 1].startswith("@"):
+        start -= 1
     end = next(
         (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()),
         len(lines),
@@ -26,15 +58,35 @@ def function_source(path: Path, name: str) -> str:
     return "\n".join(lines[start:end]).strip()
 
 
-def test_pre_gen_hooks_are_identical():
-    hooks = {t.name: (t / "hooks" / "pre_gen_project.py").read_text() for t in TEMPLATES}
-    assert len(set(hooks.values())) == 1, sorted(hooks)
+def added_lines_only(common: str, copy: str) -> bool:
+    matcher = difflib.SequenceMatcher(None, common.splitlines(), copy.splitlines(), autojunk=False)
+    return all(op in ("equal", "insert") for op, *_ in matcher.get_opcodes())
+
+
+def test_every_declared_exception_names_a_template_and_a_listed_file():
+    for template, relative in ADDITIONS:
+        assert template in TEMPLATES and relative in IDENTICAL, (template, relative)
+
+
+@pytest.mark.parametrize("relative", IDENTICAL)
+def test_shared_file_is_identical_except_for_declared_additions(relative):
+    texts = {name: (path / relative).read_text() for name, path in TEMPLATES.items()}
+    plain = {name: text for name, text in texts.items() if (name, relative) not in ADDITIONS}
+    assert len(set(plain.values())) == 1, f"{relative} differs between {sorted(plain)}"
+    common = next(iter(plain.values()))
+    for name, text in texts.items():
+        if (name, relative) in ADDITIONS:
+            assert text != common, f"{name}'s {relative} no longer differs: drop its exception"
+            assert added_lines_only(common, text), f"{name}'s {relative} changes shared lines"
 
 
 @pytest.mark.parametrize(
-    ("relative", "function"),
-    [("tests/oracle.py", "assert_close"), ("tests/conftest.py", "pytest_terminal_summary")],
+    ("relative", "name"),
+    [(relative, name) for relative, names in SHARED_DEFINITIONS.items() for name in names],
 )
-def test_shared_test_helpers_are_identical(relative, function):
-    sources = {t.name: function_source(project_dir(t) / relative, function) for t in TEMPLATES}
+def test_shared_definitions_are_identical(relative, name):
+    sources = {
+        template: definition_source((path / relative).read_text(), name)
+        for template, path in TEMPLATES.items()
+    }
     assert len(set(sources.values())) == 1, sorted(sources)

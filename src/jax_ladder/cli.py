@@ -15,6 +15,7 @@ from jax_ladder.options import Option, UsageError, load_options, parse_assignmen
 from jax_ladder.rungs import LADDER, Rung, available, by_name, docs_dir, template_dir
 from jax_ladder.runner import needs_build, run_project_tests
 from jax_ladder.scaffold import GenerationError, scaffold
+from jax_ladder.versions import JAX_SPEC
 
 
 class _Parser(argparse.ArgumentParser):
@@ -296,7 +297,7 @@ def cmd_locate(args) -> int:
     query = locate.Query.parse(" ".join(args.query))
     roots = locate.installed_roots()
     if not roots:
-        raise UsageError("jax is not installed here; pip install 'jax>=0.12,<0.13'")
+        raise UsageError(f"jax is not installed here; pip install 'jax{JAX_SPEC}'")
     if args.repo is not None:
         roots += locate.repo_roots(args.repo)
     hits = locate.locate(query, roots)

@@ -3,21 +3,17 @@ here, before cookiecutter runs, so a bad input never leaves files behind."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import keyword
-import re
-import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 from cookiecutter.environment import StrictEnvironment
 
-# Package names that would shadow something the generated project imports.
-SHADOWED = {"jax", "jaxlib", "numpy", "pytest", "ml_dtypes", "opt_einsum", "scipy", "tests"}
-PROJECT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-# Generated code imports the package by name on lines that must stay within
-# the projects' 100-column lint limit.
-MAX_NAME_LENGTH = 32
+from jax_ladder.rungs import _data_dir
+
 TRUE, FALSE = {"true", "yes", "y", "1", "on"}, {"false", "no", "n", "0", "off"}
 
 
@@ -125,27 +121,35 @@ def resolve(options: dict[str, Option], given: dict[str, object]) -> dict[str, o
     return context
 
 
+@cache
+def name_rules() -> ModuleType:
+    """templates/name_rules.py: the name rule, which the templates' pre-gen hooks
+    apply too. It sits beside the templates so that plain cookiecutter users have
+    it; read on first use, so a kit missing its templates still starts (and
+    `doctor` can say so)."""
+    path = _data_dir("templates") / "name_rules.py"
+    spec = importlib.util.spec_from_file_location("jax_ladder._name_rules", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"{path} is missing; reinstall jax-ladder")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def __getattr__(name: str) -> object:
+    # The rule's constants, for callers that knew them as options.MAX_NAME_LENGTH.
+    if name in ("MAX_NAME_LENGTH", "SHADOWED"):
+        return getattr(name_rules(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def check_project_name(name: str) -> None:
-    if len(name) > MAX_NAME_LENGTH:
-        raise UsageError(
-            f"project name {name!r} is {len(name)} characters long; use at most {MAX_NAME_LENGTH}"
-        )
-    if not PROJECT_NAME.match(name):
-        raise UsageError(
-            f"project name {name!r} is invalid; use letters, digits, '-' or '_', "
-            "starting with a letter (e.g. my-op)"
-        )
+    problem = name_rules().project_name_problem(name)
+    if problem:
+        raise UsageError(problem)
 
 
 def check_package_name(name: str) -> None:
-    fix = "pick another name with --name or --set package_name=NAME"
-    if not name.isidentifier():
-        raise UsageError(f"package name {name!r} is not a Python identifier; {fix}")
-    if len(name) > MAX_NAME_LENGTH:
-        raise UsageError(
-            f"package name {name!r} is longer than {MAX_NAME_LENGTH} characters; {fix}"
-        )
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        raise UsageError(f"package name {name!r} is a Python keyword; {fix}")
-    if name in SHADOWED or name in sys.stdlib_module_names:
-        raise UsageError(f"package name {name!r} would shadow the module {name!r}; {fix}")
+    problem = name_rules().package_name_problem(name)
+    if problem:
+        raise UsageError(f"{problem}; pick another name with --name or --set package_name=NAME")
