@@ -63,7 +63,7 @@ class Hit:
     text: str
     path: Path
 
-    def sort_key(self):
+    def sort_key(self) -> tuple[float, str, int]:
         return (-self.score, self.shown, self.line)
 
 

@@ -104,7 +104,12 @@ def _not_run(status: int, output: str, start: float) -> TestRun:
     return TestRun(0, 0, 0, None, None, time.perf_counter() - start, status, output)
 
 
-def _code_to_test(project, tmp: Path, build_config, echo) -> tuple[Path, int, str]:
+def _code_to_test(
+    project: Path,
+    tmp: Path,
+    build_config: tuple[str, ...],
+    echo: Callable[[str], None] | None,
+) -> tuple[Path, int, str]:
     """(folder to put on PYTHONPATH, build status, build output)."""
     if not needs_build(project):
         return project / "src", 0, ""
@@ -116,7 +121,13 @@ def _code_to_test(project, tmp: Path, build_config, echo) -> tuple[Path, int, st
     return site, status, output
 
 
-def _stream_pytest(project, env, junit: Path, extra_args, echo) -> tuple[int, str]:
+def _stream_pytest(
+    project: Path,
+    env: dict[str, str],
+    junit: Path,
+    extra_args: tuple[str, ...],
+    echo: Callable[[str], None] | None,
+) -> tuple[int, str]:
     """Run pytest in the project, echoing its output as it comes; (status, output)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
     proc = subprocess.Popen(
