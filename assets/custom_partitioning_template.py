@@ -136,7 +136,7 @@ def _whole_rows(sharding):
     """The operand's sharding with the batch axis kept as it is and the items axis whole."""
     if not isinstance(sharding, NamedSharding):
         raise TypeError(f"expected a NamedSharding from the partitioner, got {sharding}")
-    batch_axes = (tuple(sharding.spec) + (None,))[0]
+    batch_axes = ((*tuple(sharding.spec), None))[0]
     return NamedSharding(sharding.mesh, P(batch_axes, None))
 
 
@@ -311,7 +311,7 @@ def layouts(mesh, all_of_them=True):
 def check_collectives(tag, spec, hlo_text):
     """Batch-sharded or replicated x: no all-gather / all-to-all. Items-sharded: print them."""
     found = collectives(hlo_text)
-    if (tuple(spec) + (None, None))[1] is None:
+    if ((*tuple(spec), None, None))[1] is None:
         report(f"{tag}: no all-gather / all-to-all", not gathers(found), describe(found))
     else:
         print(f"       {tag}: items axis gathered, as the rule asks: {describe(found)}")

@@ -62,7 +62,8 @@ def assert_usage_error(args, message, cwd, capsys, monkeypatch):
     assert status == 2, (out, err)
     assert message in err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jax-ladder: error: "), err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("jax-ladder: error: "), err
     assert "Traceback" not in err + out
     assert files_under(cwd) == []
 

@@ -218,9 +218,11 @@ def combination_problems(mutations: MutationList, combinations: list[dict[str, s
     if len(live) < MIN_MUTANTS:
         problems.append(f"{len(live)} mutants that must die; at least {MIN_MUTANTS} needed")
     covered = {m.category for m in live}
-    for category in CATEGORIES:
-        if category not in covered and category not in mutations.not_applicable:
-            problems.append(f"no mutant in category {category!r} (nor a reason in not_applicable)")
+    problems += [
+        f"no mutant in category {category!r} (nor a reason in not_applicable)"
+        for category in CATEGORIES
+        if category not in covered and category not in mutations.not_applicable
+    ]
     unknown = {m.category for m in mutations.mutants} - set(CATEGORIES)
     problems += [f"unknown category {c!r}" for c in sorted(unknown)]
     names = [m.name for m in mutations.mutants]

@@ -92,7 +92,8 @@ def test_existing_target_is_not_touched(tmp_path):
     (existing / "mine.txt").write_text("keep me")
     result = run_cli("new", "custom-vjp", "--no-input", cwd=tmp_path)
     assert result.returncode == 2
-    assert "already exists" in result.stderr and "--output-dir" in result.stderr
+    assert "already exists" in result.stderr
+    assert "--output-dir" in result.stderr
     assert files_under(tmp_path) == [
         existing.relative_to(tmp_path),
         (existing / "mine.txt").relative_to(tmp_path),
@@ -103,7 +104,8 @@ def test_existing_target_is_not_touched(tmp_path):
 def test_output_dir_that_is_a_file_is_rejected(tmp_path):
     (tmp_path / "file").write_text("x")
     result = run_cli("new", "custom-vjp", "--no-input", "--output-dir", "file", cwd=tmp_path)
-    assert result.returncode == 2 and "is a file" in result.stderr
+    assert result.returncode == 2
+    assert "is a file" in result.stderr
     assert files_under(tmp_path) == [tmp_path.joinpath("file").relative_to(tmp_path)]
 
 
@@ -116,4 +118,5 @@ def test_demo_runs_a_rung_and_prints_a_table(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "running tests" in result.stdout  # progress
     row = next(line for line in result.stdout.splitlines() if line.startswith("custom-vjp "))
-    assert " ok " in row and "% of tol" in row, row
+    assert " ok " in row, row
+    assert "% of tol" in row, row

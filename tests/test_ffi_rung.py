@@ -89,7 +89,8 @@ def test_isolated_install_and_the_fast_dev_loop_work_in_a_fresh_venv(tmp_path):
         "tests/test_rms_norm.py",
         "tests/test_export.py",
     )
-    assert " passed" in result.stdout and "failed" not in result.stdout
+    assert " passed" in result.stdout
+    assert "failed" not in result.stdout
     run("benchmarks/bench.py", "--quick")
 
     # 2. The README's fast dev loop: editable, no build isolation, then a C++
@@ -100,4 +101,5 @@ def test_isolated_install_and_the_fast_dev_loop_work_in_a_fresh_venv(tmp_path):
     kernels.write_text(kernels.read_text() + "\n// an edit\n")
     run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".")
     result = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rms_norm.py")
-    assert " passed" in result.stdout and "failed" not in result.stdout
+    assert " passed" in result.stdout
+    assert "failed" not in result.stdout

@@ -58,7 +58,8 @@ def test_ranking_module_then_definitions_then_text(fake_source):
         ("text", "pkg/notes.py"),
     ]
     by_kind = {h.kind: h for h in hits}
-    assert by_kind["def"].line == 6 and by_kind["def"].text == "def foo_bar(x):"
+    assert by_kind["def"].line == 6
+    assert by_kind["def"].text == "def foo_bar(x):"
     assert by_kind["primitive"].line == 3
     assert by_kind["text"].line == 1
 
@@ -81,7 +82,8 @@ def test_installed_jax_while_loop(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "matches for 'while_loop' in jax " in lines[0]
-    assert "jax/_src/lax/control_flow/loops.py:" in lines[1] and " def " in lines[1]
+    assert "jax/_src/lax/control_flow/loops.py:" in lines[1]
+    assert " def " in lines[1]
     assert any("jax/lax/__init__.py:" in line and " public " in line for line in lines)
     assert len(lines) == 11  # header + the default 10
 
@@ -90,10 +92,12 @@ def test_installed_jax_module_and_primitive():
     roots = locate.installed_roots()
     assert [r.top.name for r in roots][:1] == ["jax"]
     hits = locate.locate(locate.Query.parse("custom partitioning"), roots)
-    assert hits[0].kind == "module" and hits[0].shown.endswith("custom_partitioning.py")
+    assert hits[0].kind == "module"
+    assert hits[0].shown.endswith("custom_partitioning.py")
     assert any(h.kind == "primitive" and "custom_partitioning_p" in h.text for h in hits[:10])
     scan = locate.locate(locate.Query.parse("jax.lax.scan"), roots)
-    assert scan[0].kind == "def" and "/lax/" in scan[0].shown
+    assert scan[0].kind == "def"
+    assert "/lax/" in scan[0].shown
 
 
 def test_limit(tmp_path):
@@ -177,4 +181,5 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert message in result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jax-ladder: error: ")
+    assert len(lines) == 1
+    assert lines[0].startswith("jax-ladder: error: ")

@@ -75,7 +75,8 @@ def test_kit_and_plain_cookiecutter_accept_the_same_names(
         assert [p.name for p in kit.iterdir()] == [p.name for p in plain.iterdir()]
     else:
         # The kit refuses before rendering (2), never through the hook (1).
-        assert status == 2 and err.startswith("jax-ladder: error: "), err
+        assert status == 2, err
+        assert err.startswith("jax-ladder: error: "), err
         assert len(err.strip().splitlines()) == 1, err
         assert result.returncode != 0
         assert result.stderr.startswith("error: "), result.stdout + result.stderr

@@ -29,6 +29,7 @@ def test_an_editable_same_named_project_is_refused_not_tested(tmp_path):
         pip("uninstall", "--quiet", "--yes", NAME)
     assert not run.ok
     assert "refusing to test" in run.output, run.output[-3000:]
-    assert "shadow_probe_7f3a" in run.output and str(installed) in run.output
+    assert "shadow_probe_7f3a" in run.output
+    assert str(installed) in run.output
     # With the installed copy gone, the same project is tested as usual.
     assert run_project_tests(fresh, extra_args=("-k", "reference")).ok

@@ -65,7 +65,8 @@ def added_lines_only(common: str, copy: str) -> bool:
 
 def test_every_declared_exception_names_a_template_and_a_listed_file():
     for template, relative in ADDITIONS:
-        assert template in TEMPLATES and relative in IDENTICAL, (template, relative)
+        assert template in TEMPLATES, (template, relative)
+        assert relative in IDENTICAL, (template, relative)
 
 
 @pytest.mark.parametrize("relative", IDENTICAL)

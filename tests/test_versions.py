@@ -34,9 +34,9 @@ def text_files():
         parts = set(path.relative_to(REPO).parts)
         if parts & SKIPPED_DIRS or any(p.endswith(".egg-info") for p in parts):
             continue
-        if path.is_file() and (path.suffix in TEXT_SUFFIXES or path.parent.name == "scripts"):
-            if path != REPO / "src" / "jax_ladder" / "versions.py":
-                yield path
+        text = path.suffix in TEXT_SUFFIXES or path.parent.name == "scripts"
+        if path.is_file() and text and path != REPO / "src" / "jax_ladder" / "versions.py":
+            yield path
 
 
 def lower_bound(spec: str) -> Version:
@@ -61,7 +61,8 @@ def test_each_template_receives_the_range_as_a_private_variable(template):
     assert context["_jax_spec"] == JAX_SPEC
     pyproject = (template / PROJECT / "pyproject.toml").read_text()
     pins = re.findall(r'"jax(?:\[[\w,]+\])?([^"]*)"', pyproject)
-    assert pins and set(pins) == {"{{ cookiecutter._jax_spec }}"}, pins
+    assert pins, pyproject
+    assert set(pins) == {"{{ cookiecutter._jax_spec }}"}, pins
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.name)

@@ -20,7 +20,8 @@ def test_every_action_is_pinned_to_a_commit_with_its_version_named():
 def test_least_privilege_and_no_persisted_credentials():
     assert re.search(r"^permissions: \{\}$", WORKFLOW, re.MULTILINE)
     assert "persist-credentials: false" in WORKFLOW
-    assert "cancel-in-progress: true" in WORKFLOW and "workflow_dispatch" in WORKFLOW
+    assert "cancel-in-progress: true" in WORKFLOW
+    assert "workflow_dispatch" in WORKFLOW
 
 
 def test_ci_runs_what_ci_run_runs():

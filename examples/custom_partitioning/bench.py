@@ -115,7 +115,7 @@ def run_case(devices, mesh_shape, spec, rows, length, compile_repeats, time_repe
             / np.maximum(error_bound(x_host, np.float32), np.finfo(np.float64).tiny)
         )
         line = (
-            f"{'x'.join(map(str, mesh_shape)):>5} {str(spec):<16} {rows:>5} {length:>8} | "
+            f"{'x'.join(map(str, mesh_shape)):>5} {spec!s:<16} {rows:>5} {length:>8} | "
             f"{cells[0]} | {cells[1]} | {seconds[0]:>6.2f} {seconds[1]:>6.2f} | "
             f"{fraction:>5.1%}"
         )

@@ -123,7 +123,7 @@ def _partition(reverse, mesh, arg_shapes, result_shape):
     if not isinstance(x.sharding, NamedSharding):
         return _partition_without_mesh(reverse, x.sharding)
     mesh = x.sharding.mesh
-    row_axes, length_axes = (tuple(x.sharding.spec) + (None, None))[:2]
+    row_axes, length_axes = ((*tuple(x.sharding.spec), None, None))[:2]
     seq_axes = _sequence_axes(mesh, length_axes, x.shape[1])
     # Rows are independent, so the row sharding is kept whatever it is: uneven row shards are
     # padded rows, which are scanned and then dropped.

@@ -164,7 +164,8 @@ def test_empty_arrays():
         for shape in [(16, 0), (0, 16)]:
             x = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, P("rows", "seq")))
             for out in jax.jit(RULE)(x, x):
-                assert out.shape == shape and out.dtype == np.float32
+                assert out.shape == shape
+                assert out.dtype == np.float32
 
 
 def test_no_mesh_and_eager(rng):
@@ -225,7 +226,7 @@ def compiled_collectives(mesh, spec, prefix, differentiate, rng):
 
 
 def shards(mesh, spec, dim):
-    entry = (tuple(spec) + (None, None))[dim]
+    entry = ((*tuple(spec), None, None))[dim]
     return mesh.shape[entry] if entry else 1
 
 
@@ -291,9 +292,11 @@ def test_sharded_export_is_not_available():
     mesh = make_mesh((2, 4))
     sharding = NamedSharding(mesh, P("rows", "seq"))
     spec = jax.ShapeDtypeStruct(SHAPE, jnp.float32, sharding=sharding)
-    with jax.set_mesh(mesh):
-        with pytest.raises(NotImplementedError, match="serialization of host_callbacks"):
-            export.export(jax.jit(prefix_sum, in_shardings=sharding))(spec)
+    with (
+        jax.set_mesh(mesh),
+        pytest.raises(NotImplementedError, match="serialization of host_callbacks"),
+    ):
+        export.export(jax.jit(prefix_sum, in_shardings=sharding))(spec)
 
 
 def test_single_device_export_works(rng):

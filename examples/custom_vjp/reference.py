@@ -59,7 +59,7 @@ def numpy_deq_grads(params, x, cotangent):
     The adjoint u solves (I - D W)^T u = cotangent; with s = D u the gradients are
     dW = s z*^T, dU = s x^T, db = s (summed over the batch) and dx = U^T s (per example).
     """
-    W, U, b, x = _as_float64(params, x)
+    W, U, _b, x = _as_float64(params, x)
     cotangent = np.asarray(cotangent, dtype=np.float64)
     z = numpy_deq_solution(params, x)
     eye = np.eye(W.shape[0])

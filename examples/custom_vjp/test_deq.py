@@ -51,7 +51,8 @@ def assert_close_scaled(actual, expected, rel):
 def test_forward_solution_is_a_fixed_point(make_problem, dtype):
     params, x, _ = make_problem(dtype)
     z = deq_layer(params, x, tol=TOL[dtype], max_iter=MAX_ITER)
-    assert z.dtype == dtype and z.shape == (x.shape[0], params.W.shape[0])
+    assert z.dtype == dtype
+    assert z.shape == (x.shape[0], params.W.shape[0])
     residual = jax.vmap(cell, in_axes=(None, 0, 0))(params, x, z) - z
     # The stopping test bounds each example's last step by tol * max|z|; one more contractive
     # step can only shrink it (factor 2: rounding in computing the residual itself).

@@ -163,7 +163,7 @@ def _bad_deq_inputs():
 
 
 @pytest.mark.parametrize(
-    "change, error, match",
+    ("change", "error", "match"),
     [case[1:] for case in _bad_deq_inputs()],
     ids=[case[0] for case in _bad_deq_inputs()],
 )
@@ -177,11 +177,12 @@ def test_deq_layer_rejects_bad_inputs(make_problem, change, error, match):
 def test_deq_layer_validation_accepts_good_inputs_under_jit(make_problem):
     params, x, _ = make_problem(F32)
     z = jax.jit(lambda p, x_: deq_layer(p, x_, tol=1e-5, max_iter=100))(params, x)
-    assert z.shape == (x.shape[0], params.W.shape[0]) and np.all(np.isfinite(z))
+    assert z.shape == (x.shape[0], params.W.shape[0])
+    assert np.all(np.isfinite(z))
 
 
 @pytest.mark.parametrize(
-    "f, params, z0, error, match",
+    ("f", "params", "z0", "error", "match"),
     [
         ("not callable", {"A": jnp.eye(2, dtype=F32)}, jnp.zeros(2, F32), TypeError, "callable"),
         (linear_map, {}, jnp.zeros(2, F32), ValueError, "at least one array"),

@@ -7,6 +7,8 @@ Parameters are a flat dict of float32 arrays ``{"w0": (2, H), "b0": (H,), "w1": 
 that they save to and load from a ``.npz`` file without any pytree machinery.
 """
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,7 +51,7 @@ def make_spirals(n_per_class, *, seed, noise=0.2, turns=1.25):
 def init_params(rng, sizes=(FEATURES, *HIDDEN, CLASSES)):
     """Glorot-uniform weights and zero biases, float32, from a NumPy Generator."""
     params = {}
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         limit = np.sqrt(6.0 / (fan_in + fan_out))
         params[f"w{i}"] = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(DTYPE)
         params[f"b{i}"] = np.zeros(fan_out, DTYPE)

@@ -30,8 +30,10 @@ def test_every_requested_platform_was_lowered(shipped):
 def test_batch_dimension_is_symbolic(shipped):
     exported = deserialize(shipped["artifact"])
     (x_aval,) = exported.in_avals
-    assert export.is_symbolic_dim(x_aval.shape[0]) and str(x_aval.shape[0]) == "b"
-    assert x_aval.shape[1] == 2 and x_aval.dtype == np.float32
+    assert export.is_symbolic_dim(x_aval.shape[0])
+    assert str(x_aval.shape[0]) == "b"
+    assert x_aval.shape[1] == 2
+    assert x_aval.dtype == np.float32
     assert exported.out_tree == jax.tree.structure({"labels": 0, "probabilities": 0})
 
 
@@ -68,7 +70,8 @@ def test_cpu_call_of_deserialized_artifact_matches_jax(shipped, batch):
     x = np.random.default_rng(batch).uniform(-4, 4, (batch, 2)).astype(np.float32)
     got = jax.jit(exported.call)(x)
     want = jax.jit(predict)(shipped["params"], x)
-    assert got["probabilities"].shape == (batch, 3) and got["labels"].shape == (batch,)
+    assert got["probabilities"].shape == (batch, 3)
+    assert got["labels"].shape == (batch,)
     np.testing.assert_array_equal(got["labels"], want["labels"])
     np.testing.assert_allclose(got["probabilities"], want["probabilities"], rtol=1e-6, atol=1e-7)
 

@@ -26,8 +26,10 @@ MAX_LINEAR_ACCURACY = 0.50
 
 def test_spirals_are_seeded_balanced_and_typed():
     x, y = make_spirals(100, seed=5)
-    assert x.dtype == np.float32 and x.shape == (3 * 100, FEATURES)
-    assert y.dtype == np.int32 and np.array_equal(np.bincount(y), [100] * CLASSES)
+    assert x.dtype == np.float32
+    assert x.shape == (3 * 100, FEATURES)
+    assert y.dtype == np.int32
+    assert np.array_equal(np.bincount(y), [100] * CLASSES)
     x2, y2 = make_spirals(100, seed=5)
     np.testing.assert_array_equal(x, x2)
     np.testing.assert_array_equal(y, y2)
@@ -54,7 +56,8 @@ def test_threshold_is_out_of_reach_without_learning_the_nonlinear_shape():
 def test_training_loss_goes_down():
     x, y = make_spirals(200, seed=7)
     _, losses = train(init_params(np.random.default_rng(8)), x, y, steps=200)
-    assert losses.dtype == np.float32 and losses.shape == (200,)
+    assert losses.dtype == np.float32
+    assert losses.shape == (200,)
     assert losses[-1] < 0.5 * losses[0]
 
 
@@ -63,7 +66,8 @@ def test_jax_forward_matches_float64_numpy(shipped):
     x, _ = make_spirals(TEST_PER_CLASS, seed=TEST_SEED)
     got = jax.jit(predict)(params, x)
     want = numpy_predict(params, x)
-    assert got["probabilities"].dtype == np.float32 and got["labels"].dtype == np.int32
+    assert got["probabilities"].dtype == np.float32
+    assert got["labels"].dtype == np.int32
     # float32 rounding through three layers: ~1e-7 relative per op, probabilities <= 1.
     np.testing.assert_allclose(got["probabilities"], want["probabilities"], rtol=0, atol=1e-5)
     # Labels agree wherever the top two float64 probabilities are not within rounding.

@@ -104,8 +104,10 @@ def test_fresh_process_without_model_code_serves_the_same_predictions(shipped, t
         for b in BATCHES:
             want = jax.jit(predict)(shipped["params"], request(b))
             labels, probabilities = responses[f"b{b}/labels"], responses[f"b{b}/probabilities"]
-            assert labels.dtype == np.int32 and labels.shape == (b,)
-            assert probabilities.dtype == np.float32 and probabilities.shape == (b, 3)
+            assert labels.dtype == np.int32
+            assert labels.shape == (b,)
+            assert probabilities.dtype == np.float32
+            assert probabilities.shape == (b, 3)
             np.testing.assert_array_equal(labels, want["labels"])
             np.testing.assert_allclose(probabilities, want["probabilities"], rtol=1e-6, atol=1e-7)
 
@@ -141,7 +143,7 @@ def classifier(shipped):
 
 
 @pytest.mark.parametrize(
-    "x, error, message",
+    ("x", "error", "message"),
     [
         ([[0.0, 1.0]], TypeError, "inputs must be a NumPy or JAX array, got list"),
         (np.zeros((3, 2), np.float64), TypeError, "inputs must have dtype float32, got float64"),
@@ -178,7 +180,7 @@ def test_read_inputs_names_the_problem(tmp_path):
     with pytest.raises(ValueError, match=r"has no array 'y' \(it has: x, other\)"):
         serve.read_inputs(tmp_path / "ok.npz", "y")
     np.save(tmp_path / "bare.npy", request(3))
-    with pytest.raises(ValueError, match="holds a bare array, expected an .npz"):
+    with pytest.raises(ValueError, match=r"holds a bare array, expected an \.npz"):
         serve.read_inputs(tmp_path / "bare.npy", "x")
     blob = (tmp_path / "ok.npz").read_bytes()
     (tmp_path / "cut.npz").write_bytes(blob[: len(blob) // 2])
@@ -228,7 +230,8 @@ def test_jax_alone_does_not_notice_a_flipped_bit_in_the_weights(artifact_copy, s
     blob = bytearray(artifact.read_bytes())
     w_last = np.asarray(shipped["params"]["w2"]).tobytes()
     offset = blob.find(w_last)
-    assert offset > 0 and blob.count(w_last) == 1
+    assert offset > 0
+    assert blob.count(w_last) == 1
     blob[offset + 3] ^= 0x80  # sign bit of w2[0, 0] (little-endian float32)
     artifact.write_bytes(blob)
 
@@ -253,7 +256,7 @@ def test_garbage_with_a_matching_hash_is_a_value_error_not_a_struct_error(artifa
 
 
 @pytest.mark.parametrize(
-    "text, message",
+    ("text", "message"),
     [
         ("{not json", "is not valid JSON"),
         ("[1, 2]", "must hold a JSON object"),
@@ -267,7 +270,7 @@ def test_unreadable_metadata(artifact_copy, text, message):
 
 
 @pytest.mark.parametrize(
-    "changes, message",
+    ("changes", "message"),
     [
         ({"sha256": None}, "is missing sha256"),
         ({"sha256": None, "platforms": None}, "is missing platforms, sha256"),
@@ -403,7 +406,8 @@ def test_cli_on_an_expired_artifact_and_the_environment_variable(expired, tmp_pa
     np.savez(folder / "in.npz", x=request(3))
     refused = run_python(folder, "serve.py", ARTIFACT_NAME, "in.npz", "out.npz")
     assert refused.returncode == 2, refused.stderr
-    assert "no longer reads" in refused.stderr and "Traceback" not in refused.stderr
+    assert "no longer reads" in refused.stderr
+    assert "Traceback" not in refused.stderr
     assert not (folder / "out.npz").exists()
     hatch = {serve.EXPIRED_VERSIONS_FLAG.upper(): "1"}
     loaded = run_python(folder, "serve.py", ARTIFACT_NAME, "in.npz", "out.npz", env=hatch)
@@ -430,7 +434,7 @@ def test_artifact_from_a_newer_jax_warns(artifact_copy):
 
 
 @pytest.mark.parametrize(
-    "text, expected",
+    ("text", "expected"),
     [("0.12.0.1", (0, 12, 0, 1)), ("0.5.0.dev20240101", (0, 5, 0)), ("1.0", (1, 0))],
 )
 def test_version_tuple(text, expected):
@@ -439,5 +443,6 @@ def test_version_tuple(text, expected):
 
 def test_loaded_classifier_describes_itself(classifier):
     assert classifier.platform == "cpu"
-    assert classifier.input_shape == ("b", 2) and classifier.input_dtype == np.float32
+    assert classifier.input_shape == ("b", 2)
+    assert classifier.input_dtype == np.float32
     assert set(classifier.metadata) >= set(serve.REQUIRED_METADATA)

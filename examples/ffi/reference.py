@@ -65,7 +65,7 @@ def dense_matrix(dl, d, du):
     """float64 matrices (..., n, n) with the three diagonals; dl[..., 0], du[..., -1] dropped."""
     dl, d, du = (np.asarray(a, np.float64) for a in (dl, d, du))
     n = d.shape[-1]
-    a = np.zeros(d.shape + (n,))
+    a = np.zeros((*d.shape, n))
     i = np.arange(n)
     a[..., i, i] = d
     a[..., i[1:], i[:-1]] = dl[..., 1:]

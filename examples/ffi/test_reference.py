@@ -53,7 +53,8 @@ def test_numpy_vjp_matches_central_finite_differences(rng):
 def test_jax_oracles_match_numpy(solver, dtype, shape, rng):
     system = random_system(rng, shape, dtype)
     x = JAX_SOLVERS[solver](*system)
-    assert x.dtype == dtype and x.shape == shape
+    assert x.dtype == dtype
+    assert x.shape == shape
     assert relative_error(x, numpy_solve(*system)) < TOL[dtype]
 
 

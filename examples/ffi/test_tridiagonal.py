@@ -63,7 +63,8 @@ def sum_with(x_bar):
 def test_values_match_numpy_and_jax(dtype, shape, rng):
     system = random_system(rng, shape, dtype)
     x = solve(*system)
-    assert x.dtype == dtype and x.shape == shape
+    assert x.dtype == dtype
+    assert x.shape == shape
     if shape[-1] <= 1000:  # the dense oracle needs n^2 memory
         assert relative_error(x, numpy_solve(*system)) < TOL[dtype]
     # Dominance margin 1 makes the residual an error bound at any size (reference.py).
@@ -196,7 +197,8 @@ def test_zero_pivot_gives_nan_for_that_system_only(dtype, batch, rng):
     assert relative_error(x[~singular], want) < TOL[dtype]
     # The process is fine, and so is the gradient: NaN where x is.
     grads = jax.grad(sum_with(jnp.ones((batch, 4), dtype)), argnums=(0, 1, 2, 3))(dl, d, du, b)
-    assert np.isnan(grads[3][singular]).all() and np.isfinite(grads[3][~singular]).all()
+    assert np.isnan(grads[3][singular]).all()
+    assert np.isfinite(grads[3][~singular]).all()
 
 
 # --- bad input ------------------------------------------------------------------------------

@@ -72,17 +72,19 @@ def reference(q, k, v, do, **options):
 
 def assert_matches(got, want, rel):
     (out, grads), (out_ref, grads_ref) = got, want
-    assert out.shape == out_ref.shape and out.dtype == out_ref.dtype
+    assert out.shape == out_ref.shape
+    assert out.dtype == out_ref.dtype
     assert_close_scaled(out, out_ref, rel, "out")
     for name, g, g_ref in zip(("dq", "dk", "dv"), grads, grads_ref, strict=True):
-        assert g.shape == g_ref.shape and g.dtype == g_ref.dtype, name
+        assert g.shape == g_ref.shape, name
+        assert g.dtype == g_ref.dtype, name
         assert_close_scaled(g, g_ref, rel, name)
 
 
 # --- the reference itself ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lq,lk,d,causal,block_q,block_k", CASES)
+@pytest.mark.parametrize(("lq", "lk", "d", "causal", "block_q", "block_k"), CASES)
 def test_reference_matches_float64_numpy(make_inputs, lq, lk, d, causal, block_q, block_k):
     """The oracle against code that shares nothing with JAX (and computes the softmax
     gradient with rowsum(dP * P) where the kernels use rowsum(dO * O))."""
@@ -98,7 +100,7 @@ def test_reference_matches_float64_numpy(make_inputs, lq, lk, d, causal, block_q
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
-@pytest.mark.parametrize("lq,lk,d,causal,block_q,block_k", CASES)
+@pytest.mark.parametrize(("lq", "lk", "d", "causal", "block_q", "block_k"), CASES)
 def test_forward_and_gradients_match_reference(
     make_inputs, lq, lk, d, causal, block_q, block_k, dtype
 ):
@@ -216,7 +218,7 @@ def lower_for_tpu(fn, *args):
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
 @pytest.mark.parametrize(
-    "lq,lk,causal,block_q,block_k",
+    ("lq", "lk", "causal", "block_q", "block_k"),
     [(512, 384, False, 128, 128), (1000, 1000, True, 256, 128), (200, 200, True, 64, 32)],
 )
 def test_lowers_for_tpu_forward_and_backward(lq, lk, causal, block_q, block_k, dtype):
@@ -257,12 +259,12 @@ def test_plan_blocks_pads_and_shrinks():
 
 
 @pytest.mark.parametrize(
-    "kwargs,match",
+    ("kwargs", "match"),
     [
-        (dict(block_q=12), "block_q=12 is not a valid TPU block"),
-        (dict(block_k=100), "block_k=100 is not a valid TPU block"),
-        (dict(block_q=0), "block_q must be a positive int"),
-        (dict(block_k=32.0), "block_k must be a positive int"),
+        ({"block_q": 12}, "block_q=12 is not a valid TPU block"),
+        ({"block_k": 100}, "block_k=100 is not a valid TPU block"),
+        ({"block_q": 0}, "block_q must be a positive int"),
+        ({"block_k": 32.0}, "block_k must be a positive int"),
     ],
 )
 def test_bad_block_sizes_fail_validation(make_inputs, kwargs, match):

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     new = sub.add_parser("new", help="scaffold a starter project for a rung")
     new.add_argument("rung", help="rung name, see 'jax-ladder list'")
     new.add_argument("--name", help="project name (the package name is derived from it)")
-    new.add_argument("--output-dir", type=Path, default=Path("."), help="where to create it")
+    new.add_argument("--output-dir", type=Path, default=Path(), help="where to create it")
     new.add_argument("--no-input", action="store_true", help="take defaults, ask nothing")
     new.add_argument(
         "--set",
