@@ -7,21 +7,26 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from jax_ladder import __version__, doctor, locate
 from jax_ladder import recommend as rec
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, docs_dir, template_dir
-from jax_ladder.runner import needs_build, run_project_tests
+from jax_ladder.runner import TestRun, needs_build, run_project_tests
 from jax_ladder.scaffold import GenerationError, scaffold
 from jax_ladder.versions import JAX_SPEC
+
+type Args = argparse.Namespace
+type Subparsers = argparse._SubParsersAction[_Parser]
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but errors are one line with a hint, exit status 2."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
@@ -29,93 +34,16 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="jax-ladder", description="Starters for each rung of JAX's escalation ladder.")
     p.add_argument("--version", action="version", version=f"jax-ladder {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    sub.add_parser("list", help="show the nine rungs and how to scaffold each")
-
-    new = sub.add_parser("new", help="scaffold a starter project for a rung")
-    new.add_argument("rung", help="rung name, see 'jax-ladder list'")
-    new.add_argument("--name", help="project name (the package name is derived from it)")
-    new.add_argument("--output-dir", type=Path, default=Path(), help="where to create it")
-    new.add_argument("--no-input", action="store_true", help="take defaults, ask nothing")
-    new.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a template option (repeatable)",
-    )
-
-    demo = sub.add_parser("demo", help="scaffold every rung with defaults and run its tests")
-    demo.add_argument(
-        "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
-    )
-    demo.add_argument("-v", "--verbose", action="store_true", help="show the tests' output")
-    demo.add_argument(
-        "--rung",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only this rung (repeatable; default: every rung with a template)",
-    )
-
-    rcmd = sub.add_parser(
-        "recommend",
-        help="ask the questions that decide the rung and recommend the lowest that fits",
-        description="Recommend the lowest rung that fits. Asks each question not answered "
-        "by --answer or --answers; --no-input takes the defaults instead. "
-        "Questions: " + ", ".join(f"{q.key} ({'/'.join(q.choices)})" for q in rec.QUESTIONS),
-    )
-    rcmd.add_argument(
-        "--answer",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="answer one question (repeatable); see --list-questions",
-    )
-    rcmd.add_argument(
-        "--answers", type=Path, metavar="FILE", help="answers from a JSON or TOML file"
-    )
-    rcmd.add_argument(
-        "--no-input", action="store_true", help="ask nothing; unanswered questions take defaults"
-    )
-    rcmd.add_argument("--json", action="store_true", help="print the recommendation as JSON")
-    rcmd.add_argument(
-        "--list-questions", action="store_true", help="print the questions and the allowed answers"
-    )
-
-    doc = sub.add_parser(
-        "doctor",
-        help="versions, backends, tools, what each rung can do here, known problems",
-        description="Exit status 1 only where the kit itself cannot work.",
-    )
-    doc.add_argument("--json", action="store_true", help="print the report as JSON")
-
-    loc = sub.add_parser(
-        "locate",
-        help="find where a JAX concept lives in the installed JAX (for rung 9)",
-        description="Ranked places where QUERY lives: modules, definitions, primitives, "
-        "public names, then text. Exit status 0 with matches, 1 with none.",
-    )
-    loc.add_argument("query", nargs="+", help="a name or words, e.g. shard_map or 'while loop'")
-    loc.add_argument("--repo", type=Path, help="a JAX checkout: also search its docs/ and tests/")
-    loc.add_argument(
-        "-n", "--limit", type=int, default=10, help="how many matches to print (default 10)"
-    )
+    for add_parser, _ in COMMANDS.values():
+        add_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
-        commands = {
-            "list": cmd_list,
-            "new": cmd_new,
-            "demo": cmd_demo,
-            "recommend": cmd_recommend,
-            "doctor": cmd_doctor,
-            "locate": cmd_locate,
-        }
-        return commands[args.command](args)
+        _, handler = COMMANDS[args.command]
+        return handler(args)
     except UsageError as err:
         print(f"jax-ladder: error: {err}", file=sys.stderr)
         return 2
@@ -130,7 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def cmd_list(args) -> int:
+# Each command: the function that adds its parser, beside its handler.
+
+
+def _add_list(sub: Subparsers) -> None:
+    sub.add_parser("list", help="show the nine rungs and how to scaffold each")
+
+
+def cmd_list(args: Args) -> int:
     print("The JAX escalation ladder (climb only as far as you must):\n")
     for r in LADDER:
         mark = "*" if r.template else " "
@@ -154,7 +89,7 @@ def _rung_or_error(name: str) -> Rung:
     return rung
 
 
-def _prompt(prompt: str, default, parse, no_answer: str):
+def _prompt[T](prompt: str, default: T, parse: Callable[[str], T], no_answer: str) -> T:
     """Ask until parse(text) accepts the answer; Enter keeps the default.
 
     parse raises UsageError for a bad answer, which is shown before asking
@@ -183,7 +118,22 @@ def _ask(option: Option, default: object) -> object:
     )
 
 
-def cmd_new(args) -> int:
+def _add_new(sub: Subparsers) -> None:
+    new = sub.add_parser("new", help="scaffold a starter project for a rung")
+    new.add_argument("rung", help="rung name, see 'jax-ladder list'")
+    new.add_argument("--name", help="project name (the package name is derived from it)")
+    new.add_argument("--output-dir", type=Path, default=Path(), help="where to create it")
+    new.add_argument("--no-input", action="store_true", help="take defaults, ask nothing")
+    new.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a template option (repeatable)",
+    )
+
+
+def cmd_new(args: Args) -> int:
     rung = _rung_or_error(args.rung)
     options = load_options(template_dir(rung))
     given = parse_assignments(options, args.set)
@@ -199,7 +149,22 @@ def cmd_new(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def _add_demo(sub: Subparsers) -> None:
+    demo = sub.add_parser("demo", help="scaffold every rung with defaults and run its tests")
+    demo.add_argument(
+        "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
+    )
+    demo.add_argument("-v", "--verbose", action="store_true", help="show the tests' output")
+    demo.add_argument(
+        "--rung",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this rung (repeatable; default: every rung with a template)",
+    )
+
+
+def cmd_demo(args: Args) -> int:
     rungs = [_rung_or_error(name) for name in args.rung] or available()
     out = args.output_dir or Path(tempfile.mkdtemp(prefix="jax-ladder-demo-"))
     print(f"jax-ladder demo: {len(rungs)} rung(s) in {out}", flush=True)
@@ -219,7 +184,7 @@ def cmd_demo(args) -> int:
     return 0 if all(run.ok for _, run, _ in rows) else 1
 
 
-def _print_table(rows) -> None:
+def _print_table(rows: list[tuple[Rung, TestRun, float]]) -> None:
     header = (
         f"{'rung':<20} {'result':<7} {'passed':>6} {'failed':>6} "
         f"{'worst oracle error':>26} {'seconds':>8}"
@@ -248,7 +213,34 @@ def _ask_question(question: rec.Question) -> str:
     )
 
 
-def cmd_recommend(args) -> int:
+def _add_recommend(sub: Subparsers) -> None:
+    rcmd = sub.add_parser(
+        "recommend",
+        help="ask the questions that decide the rung and recommend the lowest that fits",
+        description="Recommend the lowest rung that fits. Asks each question not answered "
+        "by --answer or --answers; --no-input takes the defaults instead. "
+        "Questions: " + ", ".join(f"{q.key} ({'/'.join(q.choices)})" for q in rec.QUESTIONS),
+    )
+    rcmd.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="answer one question (repeatable); see --list-questions",
+    )
+    rcmd.add_argument(
+        "--answers", type=Path, metavar="FILE", help="answers from a JSON or TOML file"
+    )
+    rcmd.add_argument(
+        "--no-input", action="store_true", help="ask nothing; unanswered questions take defaults"
+    )
+    rcmd.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    rcmd.add_argument(
+        "--list-questions", action="store_true", help="print the questions and the allowed answers"
+    )
+
+
+def cmd_recommend(args: Args) -> int:
     if args.list_questions:
         for q in rec.QUESTIONS:
             when = "; asked when " + ", ".join(
@@ -282,7 +274,16 @@ def _page_root() -> Path | None:
         return None
 
 
-def cmd_doctor(args) -> int:
+def _add_doctor(sub: Subparsers) -> None:
+    doc = sub.add_parser(
+        "doctor",
+        help="versions, backends, tools, what each rung can do here, known problems",
+        description="Exit status 1 only where the kit itself cannot work.",
+    )
+    doc.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_doctor(args: Args) -> int:
     report = doctor.assess(doctor.gather())
     if args.json:
         print(json.dumps(doctor.to_json(report), indent=2))
@@ -291,7 +292,21 @@ def cmd_doctor(args) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_locate(args) -> int:
+def _add_locate(sub: Subparsers) -> None:
+    loc = sub.add_parser(
+        "locate",
+        help="find where a JAX concept lives in the installed JAX (for rung 9)",
+        description="Ranked places where QUERY lives: modules, definitions, primitives, "
+        "public names, then text. Exit status 0 with matches, 1 with none.",
+    )
+    loc.add_argument("query", nargs="+", help="a name or words, e.g. shard_map or 'while loop'")
+    loc.add_argument("--repo", type=Path, help="a JAX checkout: also search its docs/ and tests/")
+    loc.add_argument(
+        "-n", "--limit", type=int, default=10, help="how many matches to print (default 10)"
+    )
+
+
+def cmd_locate(args: Args) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
     query = locate.Query.parse(" ".join(args.query))
@@ -307,3 +322,14 @@ def cmd_locate(args) -> int:
         return 1
     print(locate.render(query, roots, hits, args.limit))
     return 0
+
+
+# The commands, in the order `jax-ladder --help` lists them.
+COMMANDS: dict[str, tuple[Callable[[Subparsers], None], Callable[[Args], int]]] = {
+    "list": (_add_list, cmd_list),
+    "new": (_add_new, cmd_new),
+    "demo": (_add_demo, cmd_demo),
+    "recommend": (_add_recommend, cmd_recommend),
+    "doctor": (_add_doctor, cmd_doctor),
+    "locate": (_add_locate, cmd_locate),
+}
