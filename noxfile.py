@@ -10,6 +10,7 @@ A new user starts with the README's two commands (`./scripts/demo`,
     nox -s bake -- pallas --set backend=triton   # one rung, its own tests
     nox -s mutants -- templates/pallas --set backend=triton
     nox -s pages                         # the reference pages' checks
+    nox -s readme                        # refresh the README's sample outputs
 """
 
 from __future__ import annotations
@@ -109,3 +110,11 @@ def pages(session: nox.Session) -> None:
     """The reference pages (docs/rungs): every jax name they mention exists."""
     _install_kit(session, "test")
     session.run("pytest", "-n", "0", "tests/test_reference_pages.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def readme(session: nox.Session) -> None:
+    """Rerun the commands whose output the README quotes, and rewrite those blocks
+    (`-- --only list` for one; tests/test_readme_samples.py checks they are current)."""
+    _install_kit(session)
+    session.run("python", "scripts/readme-samples", *session.posargs)

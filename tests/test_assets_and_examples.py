@@ -1,6 +1,7 @@
-"""Assets are runnable and self-checking; examples pass their own tests and
-their benchmarks run. Both are run from the source tree, as users run them.
-The FFI example's C++ is compiled by the kit's own install (CMakeLists.txt)."""
+"""Assets (single-file starters, assets/<rung>/<what>.py) are runnable and
+self-checking; examples (examples/<rung>/) pass their own tests and their
+benchmarks run. Both are run from the source tree, as users run them. The FFI
+example's C++ is compiled by the kit's own install (CMakeLists.txt)."""
 
 import importlib
 import os
@@ -10,11 +11,16 @@ import sys
 import pytest
 from conftest import REPO
 
-from jax_ladder.rungs import assets_dir
+from jax_ladder.rungs import LADDER, assets_dir
 from jax_ladder.runner import build_project
 
-ASSETS = sorted((REPO / "assets").glob("*.py"))
+ASSETS = sorted((REPO / "assets").rglob("*.py"))
 EXAMPLES = sorted(p for p in (REPO / "examples").iterdir() if p.is_dir())
+
+
+def asset_names(root):
+    """Each asset as <rung>/<file>.py, relative to an assets/ folder."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
 
 
 def run(*args, cwd=REPO):
@@ -23,15 +29,29 @@ def run(*args, cwd=REPO):
     )
 
 
-@pytest.mark.parametrize("asset", ASSETS, ids=lambda p: p.name)
+@pytest.mark.parametrize("kind", ["templates", "assets", "examples"])
+def test_each_folder_of_a_rung_is_named_as_the_registry_names_the_rung(kind):
+    folders = {p.name for p in (REPO / kind).iterdir() if p.is_dir()} - {"__pycache__"}
+    assert folders, kind
+    assert folders <= {rung.name for rung in LADDER}, kind
+
+
+def test_every_asset_sits_in_its_rungs_folder():
+    assert [p for p in ASSETS if p.parent.parent != REPO / "assets"] == []
+
+
+def test_a_templated_rung_keeps_its_registry_name_for_its_template():
+    assert all(rung.template in (None, rung.name) for rung in LADDER)
+
+
+@pytest.mark.parametrize("asset", ASSETS, ids=lambda p: p.relative_to(REPO / "assets").as_posix())
 def test_asset_runs_its_self_check(asset):
     result = run(asset)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 
 def test_assets_ship_inside_the_installed_package():
-    installed = sorted(p.name for p in assets_dir().glob("*.py"))
-    assert installed == [p.name for p in ASSETS]
+    assert asset_names(assets_dir()) == asset_names(REPO / "assets")
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

@@ -3,7 +3,15 @@ import sys
 
 from conftest import REPO, assert_lint_clean
 
-KIT_SOURCES = ("src", "tests", "assets", "examples", "scripts/hardware-check", "noxfile.py")
+KIT_SOURCES = (
+    "src",
+    "tests",
+    "assets",
+    "examples",
+    "scripts/hardware-check",
+    "scripts/readme-samples",
+    "noxfile.py",
+)
 
 
 def test_kit_sources_are_ruff_clean():

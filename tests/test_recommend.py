@@ -15,6 +15,7 @@ from conftest import REPO, files_under, run_cli
 from jax_ladder import cli
 from jax_ladder import recommend as rec
 from jax_ladder.options import UsageError, load_options, parse_assignments
+from jax_ladder.recommend import check
 from jax_ladder.rungs import LADDER, by_name, template_dir
 
 RULE = {r.id: r for r in rec.RULES}
@@ -95,19 +96,19 @@ def test_every_rule_and_every_rung_has_a_case():
 
 
 def test_the_table_is_consistent():
-    assert rec.check_table() == []
+    assert check.check_table() == []
 
 
 @pytest.mark.parametrize("rule", rec.RULES, ids=lambda r: r.id)
 def test_every_rule_is_reachable(rule):
-    answers = rec.witness(rule)
+    answers = check.witness(rule)
     assert answers is not None, f"{rule.id} can never be recommended"
     assert rec.recommend(answers).rule is rule
 
 
 @pytest.mark.parametrize("note", rec.NOTES, ids=lambda n: n.id)
 def test_every_note_can_be_printed(note):
-    answers = rec.note_witness(note)
+    answers = check.note_witness(note)
     assert answers is not None
     assert note in rec.recommend(answers).notes
 
@@ -133,28 +134,46 @@ def test_the_recommendation_meets_every_need_on_random_answers():
 
 def test_checker_finds_a_shadowed_rule_and_bad_references():
     vmap = RULE["vmap"]
-    shadowed = rec.Rule("vmap-again", "plain-jax", {"batch": ("independent",)}, "", "", ("", ""))
+    shadowed = rec.Rule(
+        id="vmap-again",
+        rung="plain-jax",
+        when={"batch": ("independent",)},
+        why="",
+        use="",
+        example=("", ""),
+    )
     rules = list(rec.RULES)
     rules.insert(rules.index(vmap) + 1, shadowed)
-    problems = rec.check_table(rules=rules)
+    problems = check.check_table(rules=rules)
     assert problems == ["rule vmap-again is unreachable (vmap always win(s) over it)"]
 
-    bad = rec.Rule("bad", "plain-jax", {"colour": ("red",), "loop": ("sometimes",)}, "", "", ("",))
-    problems = rec.check_table(rules=[bad, *rec.RULES])
+    bad = rec.Rule(
+        id="bad",
+        rung="plain-jax",
+        when={"colour": ("red",), "loop": ("sometimes",)},
+        why="",
+        use="",
+        example=("",),
+    )
+    problems = check.check_table(rules=[bad, *rec.RULES])
     assert "rule bad: unknown question 'colour'" in problems
     assert "rule bad: bad answers ('sometimes',) for loop" in problems
 
-    late = rec.Rule("late", "plain-jax", {"branch": ("yes",)}, "", "", ("", ""))
-    problems = rec.check_table(rules=[*rec.RULES, late])
+    late = rec.Rule(
+        id="late", rung="plain-jax", when={"branch": ("yes",)}, why="", use="", example=("", "")
+    )
+    problems = check.check_table(rules=[*rec.RULES, late])
     assert "rules are not listed lowest rung first" in problems
 
-    never = rec.Note("never", {"internals": ("new-primitive",)}, ("plain-jax",), "")
-    assert rec.check_table(notes=[*rec.NOTES, never]) == ["note never can never be printed"]
+    never = rec.Note(
+        id="never", when={"internals": ("new-primitive",)}, rungs=("plain-jax",), text=""
+    )
+    assert check.check_table(notes=[*rec.NOTES, never]) == ["note never can never be printed"]
 
 
 def test_checker_finds_bad_questions():
-    q = rec.Question("loop", "again?", ("yes",), only_if={"later": ("x",)})
-    problems = rec.check_table(questions=[*rec.QUESTIONS, q])
+    q = rec.Question(key="loop", text="again?", choices=("yes",), only_if={"later": ("x",)})
+    problems = check.check_table(questions=[*rec.QUESTIONS, q])
     assert "duplicate question keys" in problems
     assert "question loop: needs two or more distinct choices" in problems
     assert "question loop: only_if on later, not an earlier question" in problems
@@ -173,7 +192,7 @@ def test_new_arguments_are_valid_template_options():
 def test_scaffold_line_follows_the_registry():
     for rung in LADDER:
         rule = next(r for r in rec.RULES if r.rung == rung.name)
-        result = rec.recommend(rec.witness(rule))
+        result = rec.recommend(check.witness(rule))
         text = rec.render(result)
         if rung.template:
             assert f"Scaffold: jax-ladder new {rung.name}" in text
@@ -253,7 +272,8 @@ def test_flags_give_the_rung_why_rule_out_example_and_page(tmp_path):
     out = result.stdout
     assert out.startswith("Recommended rung: 2. transforms")
     assert "jax.grad through lax.while_loop fails" in out
-    assert "Rule out first:" in out and "lax.custom_root" in out
+    assert "Rule out first:" in out
+    assert "lax.custom_root" in out
     assert "x_final, _ = lax.scan(body, x0, length=50)" in out
     assert "docs/rungs/2-transforms.md" in out
     assert "Also, inside it:" not in out  # while_loop is replaced, not added
@@ -287,7 +307,8 @@ def test_json_output(tmp_path):
     assert data["reference"] == "docs/rungs/5-export.md"
     assert (REPO / data["reference"]).is_file()
     assert len(data["example"]) == 2
-    assert data["answers"]["ship"] == "serialize" and data["answers"]["loop"] == "none"
+    assert data["answers"]["ship"] == "serialize"
+    assert data["answers"]["loop"] == "none"
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml", ".txt"])
@@ -341,7 +362,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert message in result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jax-ladder: error: "), result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("jax-ladder: error: "), result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 
@@ -391,7 +413,9 @@ def test_questions_that_do_not_apply_are_not_asked(monkeypatch):
         return question.default
 
     rec.resolve_answers({}, ask=ask)
-    assert "carry" not in asked and "autodiff" not in asked and "gather" not in asked
+    assert "carry" not in asked
+    assert "autodiff" not in asked
+    assert "gather" not in asked
     asked.clear()
     rec.resolve_answers({"loop": "static", "gradients": "yes", "devices": "compiler"}, ask=ask)
     assert {"carry", "outputs", "autodiff", "gather"} <= set(asked)

@@ -126,7 +126,7 @@ def median_seconds(calls, repeats):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer runs and sizes (< 20 s)")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and sizes")
     args = parser.parse_args()
     if args.quick:
         runs, loads, batches, calls_small = 3, 20, (1, 1000), 300

@@ -175,7 +175,7 @@ def serialization_version(blob):
 
 @functools.cache
 def current_serialization_version():
-    """The serialization format version this JAX writes (exports a one-op function, ~20 ms)."""
+    """The serialization format version this JAX writes (exports a one-op function, once)."""
     tiny = export.export(jax.jit(jnp.negative))(jax.ShapeDtypeStruct((), jnp.float32))
     return serialization_version(tiny.serialize())
 

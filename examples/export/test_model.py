@@ -17,10 +17,11 @@ from model import (
 )
 from reference import numpy_predict
 
-# Held-out accuracy measured for 4 data/init seeds: 0.943 to 0.952 (0.952 for the shipped
-# seeds). The spirals overlap near the centre, so ~0.95 is close to the best possible.
+# The spirals overlap near the centre, so no classifier is perfect: the floor sits below the
+# held-out accuracy the trained MLP reaches over several data/init seeds (bench.py prints the
+# shipped seeds' accuracy), with room for other platforms' rounding.
 MIN_TEST_ACCURACY = 0.90
-# A linear classifier trained the same way scores ~0.37 (chance: 1/3).
+# A linear classifier trained the same way stays near chance (1/3).
 MAX_LINEAR_ACCURACY = 0.50
 
 

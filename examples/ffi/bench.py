@@ -101,7 +101,7 @@ def run_heat(rods, n, steps, repeats, rng):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
+    parser.add_argument("--quick", action="store_true", help="small sizes")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 

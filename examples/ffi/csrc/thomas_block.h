@@ -33,8 +33,8 @@ inline constexpr std::int64_t kTileRows = 16;
 // transposes as it goes, kTileRows rows at a time: a tile of the operands is
 // copied into small lane-major buffers that stay in the L1 cache, and only the
 // two sequences the back substitution needs (upper and y) are kept for the
-// whole system. (Transposing whole systems up front instead measured up to
-// 1.5x slower.)
+// whole system. (Transposing whole systems up front instead was slower in
+// bench.py.)
 template <typename T>
 class ThomasBlock {
  public:

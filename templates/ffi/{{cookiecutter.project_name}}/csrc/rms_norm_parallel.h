@@ -34,10 +34,11 @@ inline constexpr std::int64_t kChunksPerWorker = 4;
 // costs a page fault on its first write, and faults taken by several threads
 // at once hardly scale. For a memory-bound op that is most of the time (on a
 // (4096, 4096) float32 output here: 64 MiB, 16384 faults). Populating a
-// chunk's output range with one madvise call before computing it is about
-// twice as fast and scales with threads. Advisory only: it changes no data
-// (pages already present are left alone), and where it is unsupported (Linux
-// before 5.14, other systems) nothing happens and the writes fault as usual.
+// chunk's output range with one madvise call before computing it is faster
+// and scales with threads (README.md, "Speed", has the measurements).
+// Advisory only: it changes no data (pages already present are left alone),
+// and where it is unsupported (Linux before 5.14, other systems) nothing
+// happens and the writes fault as usual.
 inline constexpr std::size_t kPrefaultBytes = std::size_t{1} << 20;
 
 inline void prefault_for_writing(void* data, std::size_t bytes) {

@@ -5,8 +5,8 @@ The op, over the last axis of x (every leading axis is a batch of rows):
     logsumexp(x)[...] = log(sum_j exp(x[..., j]))      x: (..., n) float32|float64 -> (...)
     its VJP:            dx = g[..., None] * softmax(x)  (softmax = exp(x - lse[..., None]))
 
-``ffi_handler_template.cc`` (next to this file) holds two typed XLA FFI handlers, forward and
-backward, exported as plain ``extern "C"`` symbols. ``python ffi_handler_template.py``
+``logsumexp.cc`` (next to this file) holds two typed XLA FFI handlers, forward and
+backward, exported as plain ``extern "C"`` symbols. ``python logsumexp.py``
 compiles it into a shared library in a temporary directory with the system C++ compiler
 (``$CXX``, else ``c++``, ``g++`` or ``clang++``; only JAX's header-only ``xla/ffi/api/ffi.h`` is
 needed), loads it with ``ctypes``, registers both symbols with
@@ -78,8 +78,8 @@ jax.config.update("jax_enable_x64", True)
 
 SOURCE = Path(__file__).resolve().with_suffix(".cc")
 # Target names, process-global in XLA's registry: prefix yours with your project's name.
-FORWARD = "ffi_handler_template_logsumexp_fwd"
-BACKWARD = "ffi_handler_template_logsumexp_bwd"
+FORWARD = "ffi_asset_logsumexp_fwd"
+BACKWARD = "ffi_asset_logsumexp_bwd"
 # target name -> exported symbol in the .cc
 SYMBOLS = {FORWARD: "LogSumExpForward", BACKWARD: "LogSumExpBackward"}
 DTYPES = (np.float32, np.float64)
@@ -114,7 +114,7 @@ def find_compiler():
 
 def compile_library(source, out_dir):
     """Compile `source` into a shared library in `out_dir`; return its path."""
-    library = Path(out_dir) / "libffi_handler_template.so"
+    library = Path(out_dir) / "liblogsumexp.so"
     command = [
         *find_compiler(),
         "-O3",
@@ -146,7 +146,7 @@ def build_and_register():
     global _library
     if _library is not None:
         return
-    with tempfile.TemporaryDirectory(prefix="ffi_handler_template_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ffi_asset_logsumexp_") as tmp:
         library = ctypes.cdll.LoadLibrary(str(compile_library(SOURCE, tmp)))
     # (The file may go once loaded: the process keeps the mapping.) Each symbol is an
     # `XLA_FFI_Error* fn(XLA_FFI_CallFrame*)`; pycapsule wraps its address for XLA, and

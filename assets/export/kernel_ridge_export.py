@@ -32,7 +32,7 @@ To adapt: replace ``predict`` (plain JAX, jit-able), ``D``/``DTYPE``/``CHUNK``/`
 the symbolic shape specs in ``export_predict``, ``CONSTRAINTS``, ``predict_numpy`` and
 ``predict_vjp_numpy`` (independent float64 oracles), ``CASES`` and the bad inputs in
 ``check_failures``. Keep ``save``,
-``load`` and ``checked_call``. Run ``python export_template.py``; it exits non-zero on failure.
+``load`` and ``checked_call``. Run ``python kernel_ridge_export.py``; it exits non-zero on failure.
 
 The deserialized function is trusted code: calling it runs whatever custom calls it contains.
 Only load artifacts you (or your pipeline) wrote; the SHA-256 catches corruption, not attacks.
@@ -269,8 +269,8 @@ print(f"child: deserialized {exported.fun_name}{exported.in_avals}, called it on
       f"{len(results)} cases")
 """
 
-# Tolerances in units of eps * (error scale from the oracle). Measured worst case on CPU for
-# these cases: 0.1 for values, 1.0 for gradients; the margin is for other summation orders.
+# Tolerances in units of eps * (error scale from the oracle). The self-check prints the worst
+# case in these units; the margin above it is for other summation orders.
 VALUE_TOL = 4
 GRAD_TOL = 8
 # (n, m) cases: n = 1 and the window boundary m = CHUNK, CHUNK + 1, 2 * CHUNK, 2 * CHUNK + 1.

@@ -35,7 +35,7 @@ To adapt: change ``_forward_kernel`` / ``_backward_kernel`` (the math on one VME
 ``rms_norm_reference`` (the same op in plain JAX, the oracle whose autodiff checks your
 hand-written backward), ``rms_norm_numpy`` (an independent float64 implementation),
 ``check_block_rows`` (what your target accepts) and the checks in ``main()``. Inputs with more
-leading axes: reshape to (-1, d) and back. Run ``python pallas_kernel_skeleton.py``; it runs the
+leading axes: reshape to (-1, d) and back. Run ``python rms_norm_kernel.py``; it runs the
 kernels in interpret mode on any machine, lowers them for TPU on this host, and exits non-zero on
 any failure.
 """

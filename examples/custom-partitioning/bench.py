@@ -1,6 +1,6 @@
 """Bytes moved by collectives for a sharded prefix sum: the custom rule vs XLA's own partitioning.
 
-    python examples/custom_partitioning/bench.py [--quick]
+    python examples/custom-partitioning/bench.py [--quick]
 
 For each layout (mesh shape, PartitionSpec) and size, both versions are compiled for the same
 sharded float32 input: `prefix_sum` (the rule) and `jnp.cumsum(x, axis=1)` (XLA alone), the
@@ -129,7 +129,7 @@ def run_case(devices, mesh_shape, spec, rows, length, compile_repeats, time_repe
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two sizes (< 20 s)")
+    parser.add_argument("--quick", action="store_true", help="two sizes")
     args = parser.parse_args()
     if args.quick:
         sizes, compile_repeats, time_repeats = [(8, 1 << 12), (64, 1 << 16)], 1, 20

@@ -26,7 +26,7 @@ To adapt: replace ``_cross_entropy_fwd`` (compute the output, return the residua
 backward needs), ``_cross_entropy_bwd`` (one cotangent per input, ``None`` for integer or
 otherwise non-differentiable inputs), ``cross_entropy_reference`` (the same op in plain JAX,
 used as the oracle), ``cross_entropy_numpy`` (an independent float64 implementation) and the
-checks in ``main()``. Run ``python custom_vjp_template.py``; it exits non-zero on failure.
+checks in ``main()``. Run ``python cross_entropy_vjp.py``; it exits non-zero on failure.
 """
 
 import sys

@@ -1,6 +1,6 @@
 """Time and memory of jit(value_and_grad) for the DEQ layer: implicit VJP vs unrolled autodiff.
 
-    python examples/custom_vjp/bench.py [--quick]
+    python examples/custom-vjp/bench.py [--quick]
 
 For a fair comparison both versions reach the same accuracy: for each problem the script first
 counts how many forward iterations the implicit solver needs to meet the tolerance, then gives
@@ -108,9 +108,7 @@ def run_case(batch, hidden, features, contraction, repeats, seed=0):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="one size, three problems (a few seconds)"
-    )
+    parser.add_argument("--quick", action="store_true", help="one size, three problems")
     args = parser.parse_args()
 
     if args.quick:

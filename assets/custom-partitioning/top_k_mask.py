@@ -50,7 +50,7 @@ strings and ``need_replication_factors`` in ``def_partition``, ``_whole_rows`` (
 axes may stay sharded), ``top_k_mask_numpy`` (an independent float64 oracle), the input
 checks and ``main()``. Meshes need Auto axes (``jax.make_mesh(..., axis_types=(Auto,) * n)``)
 and Shardy, the default partitioner, needs ``sharding_rule``. Run
-``python custom_partitioning_template.py``; it exits non-zero on failure.
+``python top_k_mask.py``; it exits non-zero on failure.
 """
 
 import re

@@ -5,12 +5,12 @@
 //   backward: x, lse, g (...)             ->  dx (..., n)  = g[..., None] * exp(x - lse[..., None])
 //
 // exp(x - lse) is softmax(x): the backward reuses the forward's lse instead of
-// recomputing the row sums. ffi_handler_template.py compiles this file with
+// recomputing the row sums. logsumexp.py compiles this file with
 // the system compiler, loads it with ctypes and registers the two exported
 // symbols (LogSumExpForward, LogSumExpBackward) as XLA custom-call targets:
 //
 //   JAX_INCLUDE=$(python -c 'import jax; print(jax.ffi.include_dir())')
-//   c++ -O3 -std=c++17 -shared -fPIC -isystem "$JAX_INCLUDE" ffi_handler_template.cc -o lib.so
+//   c++ -O3 -std=c++17 -shared -fPIC -isystem "$JAX_INCLUDE" logsumexp.cc -o lib.so
 //
 // Only the header-only xla/ffi/api/ffi.h is needed: nothing is linked against
 // jaxlib, and no nanobind: the symbols are plain extern "C" functions that

@@ -1,0 +1,78 @@
+"""README.md's sample outputs are what the commands print (scripts/readme-samples
+writes them): exactly, where the output is the same on every machine; for the
+doctor and demo samples, the lines and shape that do not depend on the machine.
+No demo runs here: its table's shape comes from the code that prints it."""
+
+import importlib.machinery
+import importlib.util
+import re
+import sys
+
+import pytest
+from conftest import REPO
+
+from jax_ladder import cli
+from jax_ladder.rungs import LADDER, available
+
+SCRIPT = REPO / "scripts" / "readme-samples"
+RUNG_ROW = re.compile(r"^[* ] \d\. \S+")
+FACT_LABEL = re.compile(r"^([a-z]+) {2,}\S")
+
+
+def load_script():
+    loader = importlib.machinery.SourceFileLoader("readme_samples", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("readme_samples", loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["readme_samples"] = module  # dataclasses look their module up there
+    loader.exec_module(module)
+    return module
+
+
+samples = load_script()
+README = samples.blocks((REPO / "README.md").read_text())
+REFRESH = "stale: run scripts/readme-samples --only {}"
+
+
+def doctor_skeleton(text):
+    """The doctor lines that do not depend on the machine: the title, each fact's
+    label, the rung table's heading and each row's rung, up to the known problems."""
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("Known problems") or line.startswith("The kit "):
+            break
+        if line.startswith(("jax-ladder ", "Rungs here")):
+            kept.append(line)
+        elif row := RUNG_ROW.match(line):
+            kept.append(row[0])
+        elif (label := FACT_LABEL.match(line)) and label[1] not in kept[-1:]:
+            kept.append(label[1])
+    return kept
+
+
+def test_every_sample_has_one_block_in_the_readme():
+    text = (REPO / "README.md").read_text()
+    names = [m["name"] for m in samples.BLOCK.finditer(text)]
+    assert sorted(names) == sorted(samples.SAMPLES)
+
+
+@pytest.mark.parametrize("name", [n for n, s in samples.SAMPLES.items() if s.exact])
+def test_an_exact_sample_is_what_the_command_prints_now(name):
+    assert README[name] == samples.run(name), REFRESH.format(name)
+
+
+def test_the_doctor_sample_has_the_machine_independent_lines_of_the_real_output():
+    shown = doctor_skeleton(README["doctor"])
+    assert shown[0].startswith("jax-ladder ")
+    assert len([line for line in shown if RUNG_ROW.match(line)]) == len(LADDER)
+    assert shown == doctor_skeleton(samples.run("doctor")), REFRESH.format("doctor")
+
+
+def test_the_demo_sample_is_the_real_table_with_one_row_per_template_in_order(capsys):
+    cli._print_table([])  # the header and rule the demo prints above its rows
+    header, rule = capsys.readouterr().out.strip("\n").splitlines()
+    lines = README["demo"].splitlines()
+    assert lines[:2] == [header, rule], REFRESH.format("demo")
+    rows = lines[2:]
+    assert [row.split()[0] for row in rows] == [rung.name for rung in available()]
+    assert all(len(row) == len(header) for row in rows), "columns out of line with the header"
+    assert all(row.split()[1] == "ok" for row in rows), "a sample with a failed rung"
