@@ -57,6 +57,7 @@ def assert_usage_error(args, message, cwd, capsys, monkeypatch):
     from jax_ladder import cli
 
     monkeypatch.chdir(cwd)
+    before = files_under(cwd)
     status = cli.main(list(args))
     out, err = capsys.readouterr()
     assert status == 2, (out, err)
@@ -65,7 +66,7 @@ def assert_usage_error(args, message, cwd, capsys, monkeypatch):
     assert len(lines) == 1, err
     assert lines[0].startswith("jax-ladder: error: "), err
     assert "Traceback" not in err + out
-    assert files_under(cwd) == []
+    assert files_under(cwd) == before
 
 
 def assert_lint_clean(directory: Path, *paths: str):

@@ -4,7 +4,7 @@ JAX checkout for --repo, and the errors."""
 import textwrap
 
 import pytest
-from conftest import run_cli
+from conftest import assert_usage_error, run_cli
 
 from jax_ladder import locate
 from jax_ladder.options import UsageError
@@ -176,10 +176,5 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
-def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
-    result = run_cli(*args, cwd=tmp_path)
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert message in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith("jax-ladder: error: ")
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, args, message):
+    assert_usage_error(args, message, tmp_path, capsys, monkeypatch)
