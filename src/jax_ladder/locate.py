@@ -164,33 +164,36 @@ def _search_file(query: Query, root: Root, path: Path) -> list[Hit]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return hits
-    if not query.pattern.search(text):
-        return hits
+    if query.pattern.search(text):
+        classified, first_text, count = _scan_lines(query, root, text)
+        for kind, number, line in classified:
+            add(kind, number, line)
+        if first_text is not None and not any(h.kind not in FILE_KINDS for h in hits):
+            number, line = first_text
+            score = SCORES["text"] + min(count, 40) / 10 + hint_bonus
+            hits.append(Hit(score, shown, number, "text", line.strip()[:120], path))
+    return hits
+
+
+def _scan_lines(
+    query: Query, root: Root, text: str
+) -> tuple[list[tuple[str, int, str]], tuple[int, str] | None, int]:
+    """The matching lines: (kind, number, line) for those that classify, the
+    first that does not, and how many matched."""
     lines = text.splitlines()
-    first_text, count = None, 0
+    classified: list[tuple[str, int, str]] = []
+    first_text: tuple[int, str] | None = None
+    count = 0
     for number, line in enumerate(lines, 1):
         if not query.pattern.search(line):
             continue
         count += 1
         kind = _classify(query, root, line, lines[number] if number < len(lines) else "")
-        if kind is None:
-            if first_text is None:
-                first_text = (number, line)
-            continue
-        add(kind, number, line)
-    if first_text is not None and not any(h.kind not in FILE_KINDS for h in hits):
-        number, line = first_text
-        hits.append(
-            Hit(
-                SCORES["text"] + min(count, 40) / 10 + hint_bonus,
-                shown,
-                number,
-                "text",
-                line.strip()[:120],
-                path,
-            )
-        )
-    return hits
+        if kind is not None:
+            classified.append((kind, number, line))
+        elif first_text is None:
+            first_text = (number, line)
+    return classified, first_text, count
 
 
 def _classify(query: Query, root: Root, line: str, next_line: str) -> str | None:
