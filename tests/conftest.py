@@ -24,14 +24,8 @@ def combination_id(rung, combo):
     return "-".join([rung.name, *(f"{k}={v}" for k, v in combo.items())])
 
 
-# Each combination is one xdist group (`--dist loadgroup`): its bake, build
-# and mutants stay on one worker and share the module-scoped fixtures.
 ALL_COMBINATIONS = [
-    pytest.param(
-        (rung, combo),
-        id=combination_id(rung, combo),
-        marks=pytest.mark.xdist_group(combination_id(rung, combo)),
-    )
+    pytest.param((rung, combo), id=combination_id(rung, combo))
     for rung in available()
     for combo in option_combinations(rung)
 ]
