@@ -14,6 +14,7 @@ from jax_ladder.rungs import Rung, template_dir
 Prompt = Callable[[Option, object], object]
 
 
+# About 45 lines with its docstring: validate, then render, as one reading.
 def scaffold(
     rung: Rung,
     output_dir: Path,
