@@ -55,6 +55,7 @@ def test_every_planned_variant_is_a_valid_bake(kind):
         ("no CUDA compiler here, so none was built", "gpu", False),
         ("needs cmake and a C++ compiler", "gpu", False),  # not about accelerators: not allowed
         ("no golden artifact", "tpu", False),
+        ("needs a TPU or an NVIDIA GPU", "gpu", False),  # names this kind too: not allowed
     ],
 )
 def test_only_skips_for_the_other_accelerator_are_allowed(reason, kind, allowed):
@@ -68,6 +69,7 @@ def test_the_jax_range_check_reads_the_templates_pin():
     assert hw.in_range("0.12.3", spec)
     assert not hw.in_range("0.11.2", spec)
     assert not hw.in_range("0.13.0", spec)
+    assert not hw.in_range("0.13", spec)  # the exclusive upper bound itself
 
 
 def test_one_check_runs_end_to_end_on_the_cpu(tmp_path):
