@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from jax_ladder.rungs import by_name
-from jax_ladder.runner import run_project_tests
+from jax_ladder.runner import junit_results, run_project_tests
 from jax_ladder.scaffold import scaffold
 
 NAME = "shadow-probe-7f3a"  # unique: nothing else in the suite uses this package name
@@ -33,3 +33,18 @@ def test_an_editable_same_named_project_is_refused_not_tested(tmp_path):
     assert str(installed) in run.output
     # With the installed copy gone, the same project is tested as usual.
     assert run_project_tests(fresh, extra_args=("-k", "reference")).ok
+
+
+def test_junit_results_count_and_give_each_skip_its_reason(tmp_path):
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite tests="3" failures="1" errors="0" skipped="1">'
+        '<testcase name="test_a"/>'
+        '<testcase name="test_b"><failure message="boom"/></testcase>'
+        '<testcase name="test_c"><skipped message="needs a TPU device"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    counts, reasons = junit_results(junit)
+    assert counts == {"passed": 1, "failed": 1, "skipped": 1}
+    assert reasons == ["test_c: needs a TPU device"]
+    assert junit_results(tmp_path / "missing.xml") == ({"passed": 0, "failed": 0, "skipped": 0}, [])
