@@ -123,11 +123,14 @@ class Project:
         self.path = path
         self.package = package_of(path)
         self.compiled = (path / "CMakeLists.txt").is_file()
-        self._built: list[Path] = []
+        # The extension modules as first built, put back after each C++ mutant.
+        self._pristine: dict[Path, bytes] = {}
         if self.compiled:
-            self._install_build()
-            self._built = [p for p in self.package_dir.iterdir() if p.suffix == ".so"]
-            self._pristine = {p: p.read_bytes() for p in self._built}
+            ok, output = self._install_build()
+            if not ok:
+                raise RuntimeError(f"{path} does not build:\n{_tail(output, 40)}")
+            modules = self.package_dir.glob("*.so")
+            self._pristine = {module: module.read_bytes() for module in modules}
 
     @property
     def package_dir(self) -> Path:
@@ -146,7 +149,7 @@ class Project:
         return True, ""
 
     def restore_build(self) -> None:
-        for module, data in getattr(self, "_pristine", {}).items():
+        for module, data in self._pristine.items():
             module.write_bytes(data)
 
     def pytest(self, *args: str) -> tuple[int, str]:
@@ -244,8 +247,10 @@ def _main() -> int:
     args = parser.parse_args()
     from cookiecutter.main import cookiecutter
 
+    from jax_ladder.options import load_options
+
     options = dict(item.split("=", 1) for item in args.set)
-    defaults = _defaults(args.template)
+    defaults = {k: str(o.default) for k, o in load_options(args.template).items() if o.choices}
     combo = {**defaults, **options}
     mutations = load(args.template)
     with tempfile.TemporaryDirectory() as out:
@@ -263,13 +268,6 @@ def _main() -> int:
             print(f"{fate:<9} {outcome.seconds:6.1f}s  {mutant.name}: {outcome.detail}", flush=True)
     print(f"{killed}/{len(chosen)} killed for {combo}")
     return 0 if killed == len(chosen) else 1
-
-
-def _defaults(template: Path) -> dict[str, str]:
-    import json
-
-    spec = json.loads((template / "cookiecutter.json").read_text())
-    return {k: v[0] for k, v in spec.items() if isinstance(v, list) and not k.startswith("_")}
 
 
 if __name__ == "__main__":
