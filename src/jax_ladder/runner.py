@@ -88,7 +88,7 @@ def run_project_tests(
             return _not_run(1, problem, start)
         junit = Path(tmp) / "junit.xml"
         returncode, output = _stream_pytest(project, env, junit, extra_args, echo)
-        counts = _junit_counts(junit)
+        counts, _ = junit_results(junit)
     match = ORACLE_LINE.search(output)
     return TestRun(
         passed=counts["passed"],
@@ -196,11 +196,18 @@ def shadowing_problem(project: Path, code: Path, env: dict[str, str]) -> str | N
     )
 
 
-def _junit_counts(junit: Path) -> dict[str, int]:
+def junit_results(junit: Path) -> tuple[dict[str, int], list[str]]:
+    """From a pytest JUnit XML file: the passed, failed and skipped counts, and
+    "test: reason" for each skip. Zeros and no reasons if pytest never wrote it."""
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     if not junit.exists():
-        return counts
+        return counts, []
     root = ET.parse(junit).getroot()
+    reasons = [
+        f"{case.get('name')}: {skip.get('message', '')}"
+        for case in root.iter("testcase")
+        if (skip := case.find("skipped")) is not None
+    ]
     for suite in root.iter("testsuite"):
         tests = int(suite.get("tests", 0))
         failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
@@ -208,4 +215,4 @@ def _junit_counts(junit: Path) -> dict[str, int]:
         counts["failed"] += failed
         counts["skipped"] += skipped
         counts["passed"] += tests - failed - skipped
-    return counts
+    return counts, reasons
