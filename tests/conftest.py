@@ -6,18 +6,32 @@ from pathlib import Path
 
 import pytest
 
-from jax_ladder.options import load_options
+from jax_ladder.options import REPOSITORY_OPTIONS, load_options
 from jax_ladder.rungs import available, template_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def option_combinations(rung):
-    """Every combination of a template's choice options (names left at defaults)."""
+    """Every combination of a template's code options (names and repository
+    options left at their defaults; repository_variants covers the latter)."""
     options = load_options(template_dir(rung))
-    choices = {key: o.choices for key, o in options.items() if o.choices}
+    choices = {
+        key: o.choices
+        for key, o in options.items()
+        if o.choices and key not in REPOSITORY_OPTIONS
+    }
     for values in itertools.product(*choices.values()):
         yield dict(zip(choices, values, strict=True))
+
+
+def repository_variants(rung):
+    """One combination per non-default value of each repository option
+    (licence, CI), everything else at its default."""
+    options = load_options(template_dir(rung))
+    for key in sorted(REPOSITORY_OPTIONS & options.keys()):
+        for value in options[key].choices[1:]:
+            yield {key: value}
 
 
 def combination_id(rung, combo):

@@ -17,6 +17,13 @@ from jax_ladder.rungs import _data_dir
 TRUE, FALSE = {"true", "yes", "y", "1", "on"}, {"false", "no", "n", "0", "off"}
 
 
+# Options that change only a generated project's repository files (its licence,
+# its CI), never its code: the kit bakes each of their values once, with the
+# other options at their defaults, instead of crossing them with every code
+# option (which would multiply the bakes that run the project's tests).
+REPOSITORY_OPTIONS = frozenset({"license", "copyright_holder", "accelerator_ci"})
+
+
 class UsageError(Exception):
     """A problem with the user's input; the message names it and the fix."""
 
