@@ -1,4 +1,4 @@
-"""The `jax-ladder` command: list, new, demo, recommend, doctor, locate."""
+"""The `jax-ladder` command: list, new, demo, update, recommend, doctor, locate."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from jax_ladder import __version__, doctor, locate
 from jax_ladder import recommend as rec
+from jax_ladder import update as updating
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, docs_dir, template_dir
 from jax_ladder.runner import TestRun, needs_build, run_project_tests
@@ -146,6 +147,71 @@ def cmd_new(args: Args) -> int:
     print("  python -m pip install -e '.[test]'")
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
+    return 0
+
+
+def _add_update(sub: Subparsers) -> None:
+    update = sub.add_parser(
+        "update", help="merge the current template's changes into a generated project"
+    )
+    update.add_argument("project", nargs="?", type=Path, default=Path(), help="default: .")
+    mode = update.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--check", action="store_true", help="exit 1 if the project is behind the template"
+    )
+    mode.add_argument("--diff", action="store_true", help="show the template's changes")
+    update.add_argument(
+        "--no-input", action="store_true", help="new template options take their defaults"
+    )
+
+
+def cmd_update(args: Args) -> int:
+    interactive = not args.no_input and not args.check and not args.diff and sys.stdin.isatty()
+    if not (args.check or args.diff):
+        # Refuse before rendering anything: nothing may change on a refusal.
+        updating.load_state(args.project)
+        updating.refuse_uncommitted_work(args.project)
+    renders = updating.load(args.project, prompt=_ask if interactive else None)
+    changes = updating.template_changes(renders)
+    if args.check:
+        if not changes:
+            print(f"{args.project}: up to date with jax-ladder {__version__}")
+            return 0
+        listed = ", ".join(changes[:5]) + (", ..." if len(changes) > 5 else "")
+        print(
+            f"{args.project}: behind jax-ladder {__version__}'s template: {len(changes)} "
+            f"file(s) differ ({listed}); run 'jax-ladder update'"
+        )
+        return 1
+    if args.diff:
+        sys.stdout.write(updating.diff(renders))
+        return 0
+    plan = updating.apply(args.project, renders)
+    return _report_update(args.project, plan)
+
+
+def _report_update(project: Path, plan: updating.Plan) -> int:
+    for label, names in (
+        ("updated", plan.updated),
+        ("added", plan.added),
+        ("removed", plan.removed),
+        ("merged", plan.merged),
+        ("CONFLICT", plan.conflicts),
+    ):
+        for name in names:
+            print(f"  {label:<8} {name}")
+    for line in plan.attention:
+        print(f"  ATTENTION {line}")
+    if not plan.changed and not plan.attention:
+        print(f"{project}: already up to date with jax-ladder {__version__}")
+        return 0
+    if plan.conflicts or plan.attention:
+        print(
+            "Resolve the conflict markers and ATTENTION items above, run the tests, then commit "
+            "(git diff shows every change)."
+        )
+        return 1
+    print("Run the tests, review 'git diff', then commit.")
     return 0
 
 
@@ -329,6 +395,7 @@ COMMANDS: dict[str, tuple[Callable[[Subparsers], None], Callable[[Args], int]]] 
     "list": (_add_list, cmd_list),
     "new": (_add_new, cmd_new),
     "demo": (_add_demo, cmd_demo),
+    "update": (_add_update, cmd_update),
     "recommend": (_add_recommend, cmd_recommend),
     "doctor": (_add_doctor, cmd_doctor),
     "locate": (_add_locate, cmd_locate),

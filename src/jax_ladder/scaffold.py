@@ -8,6 +8,8 @@ from pathlib import Path
 
 from cookiecutter.main import cookiecutter
 
+from jax_ladder import __version__
+from jax_ladder.generation import Generation, project_files, record, update_skip
 from jax_ladder.options import Option, UsageError, load_options, resolve
 from jax_ladder.rungs import Rung, template_dir
 
@@ -44,6 +46,15 @@ def scaffold(
             f"{str(target)!r} already exists; remove it, or choose another --name or --output-dir"
         )
     output_dir.mkdir(parents=True, exist_ok=True)
+    project = render(rung, template, context, output_dir)
+    generation = Generation(rung.name, dict(context), __version__)
+    record(project, generation, project_files(project, update_skip(template)))
+    return project
+
+
+def render(rung: Rung, template: Path, context: dict[str, object], output_dir: Path) -> Path:
+    """cookiecutter, with a failure reported as a GenerationError and no
+    half-written project left behind."""
     try:
         project = cookiecutter(
             str(template),
@@ -53,8 +64,7 @@ def scaffold(
             overwrite_if_exists=False,
         )
     except Exception as err:
-        # Never leave a half-written project behind.
-        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(output_dir / str(context["project_name"]), ignore_errors=True)
         raise GenerationError(
             f"generating {rung.name} failed ({type(err).__name__}: {err}); nothing was written"
         ) from err

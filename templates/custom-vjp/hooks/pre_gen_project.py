@@ -1,9 +1,9 @@
 """Refuse a project or package name that would break the generated project.
 
 The rule is templates/name_rules.py, which `jax-ladder new` applies too, so
-plain cookiecutter and the kit accept the same names. cookiecutter runs this
-hook as a rendered copy in a temporary file, from the new project's folder:
-only cookiecutter._repo_dir (this template's folder) leads back to the rule.
+plain cookiecutter, cruft and the kit accept the same names. cookiecutter runs
+this hook as a rendered copy in a temporary file, from the new project's
+folder, so the hook has to find the rule from what it is told.
 """
 
 import os
@@ -13,20 +13,25 @@ from pathlib import Path
 
 
 def rules_file() -> Path:
-    template = Path({{ cookiecutter._repo_dir | tojson }})
-    # A template given as a relative path arrives relative to where cookiecutter
-    # started, which a hook is not told: try the shell's working directory, then
-    # the output folder (where cookiecutter started, unless -o was given).
-    anchors = [os.environ.get("PWD", ""), {{ cookiecutter._output_dir | tojson }}]
-    candidates = [Path(a, template) for a in anchors if a]
-    if template.is_absolute():
-        candidates = [template]
+    candidates = []
+    # cookiecutter: the template folder (relative to where cookiecutter started,
+    # which a hook is not told: try the shell's directory, then the output folder).
+    template = {{ cookiecutter._repo_dir | default("") | tojson }}
+    if template:
+        anchors = [os.environ.get("PWD", ""), {{ cookiecutter._output_dir | default("") | tojson }}]
+        candidates += [Path(a, template) for a in anchors if a] + [Path(template)]
+    # cookiecutter and cruft run hooks while their own working directory is the
+    # template folder; Linux shows it as the parent process's cwd.
+    candidates.append(Path(f"/proc/{os.getppid()}/cwd"))
+    # cruft: the template's repository, when it is a local clone.
+    repository = {{ cookiecutter._template | default("") | tojson }}
+    candidates.append(Path(repository, "templates", "rung"))
     for candidate in candidates:
         if (candidate.parent / "name_rules.py").is_file():
             return candidate.parent / "name_rules.py"
     sys.exit(
-        f"error: no name_rules.py beside the template {str(template)!r}; run cookiecutter "
-        "on a whole jax-ladder checkout, with an absolute path if it still fails"
+        "error: name_rules.py (beside the template folder) not found; run cookiecutter or "
+        "cruft on a jax-ladder checkout, with an absolute path if it still fails"
     )
 
 

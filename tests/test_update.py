@@ -1,0 +1,220 @@
+"""`jax-ladder update` takes a template change into a project its owner edited,
+and refuses, changing nothing, where it cannot; the cruft route works too."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, run_cli
+
+from jax_ladder import update as updating
+from jax_ladder.generation import (
+    ANSWERS_FILE,
+    BASE_FILE,
+    project_files,
+    read_base,
+    read_generation,
+    record,
+)
+from jax_ladder.rungs import by_name
+from jax_ladder.runner import run_project_tests
+from jax_ladder.scaffold import scaffold
+
+GIT = ["git", "-c", "user.name=owner", "-c", "user.email=owner@example.org"]
+OP = "src/safe_distances/pairwise_distances.py"
+DROPPED = "benchmarks/bench.py"  # the file the changed template removes
+
+
+def git(project, *args):
+    return subprocess.run([*GIT, *args], cwd=project, check=True, capture_output=True, text=True)
+
+
+def commit_all(project, message):
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", message)
+
+
+@pytest.fixture
+def project(tmp_path):
+    path = scaffold(by_name("custom-vjp"), tmp_path / "out", {})
+    git(path, "init", "-q")
+    commit_all(path, "generated")
+    return path
+
+
+def prepend(path, line):
+    path.write_text(line + "\n" + path.read_text())
+
+
+def changed_kit(tmp_path):
+    """A copy of the kit's templates with one change of each kind."""
+    templates = tmp_path / "kit" / "templates"
+    shutil.copytree(REPO / "templates", templates)
+    template = templates / "custom-vjp"
+    root = template / "{{cookiecutter.project_name}}"
+    # A fix in a file the owner did not touch, and one in a file they did.
+    conftest = root / "tests/conftest.py"
+    conftest.write_text("# Fixed upstream.\n" + conftest.read_text())
+    op = root / "src/{{cookiecutter.package_name}}/pairwise_distances.py"
+    op.write_text(op.read_text() + "\n# Template fix at the end of the op module.\n")
+    # Both change the README's first line: a conflict.
+    readme = root / "README.md"
+    lines = readme.read_text().splitlines(keepends=True)
+    readme.write_text("".join(["# Template's new title\n", *lines[1:]]))
+    # A new file, a removed one, a new option (rendered into the new file).
+    options = json.loads((template / "cookiecutter.json").read_text())
+    options["citation_title"] = "Safe distances"
+    (template / "cookiecutter.json").write_text(json.dumps(options, indent=2))
+    (root / "CITATION.cff").write_text("title: {{ cookiecutter.citation_title }}\n")
+    (root / DROPPED).unlink()
+    return template
+
+
+def test_update_takes_template_changes_and_keeps_the_owners_edits(tmp_path, project):
+    # The owner changes the op, adds a test, edits the README.
+    op = project / OP
+    op.write_text("# Owner's note at the top of the op module.\n" + op.read_text())
+    (project / "tests/test_owner.py").write_text("def test_owner():\n    assert True\n")
+    readme = project / "README.md"
+    lines = readme.read_text().splitlines(keepends=True)
+    readme.write_text("".join(["# Owner's title\n", *lines[1:]]))
+    commit_all(project, "owner edits")
+
+    template = changed_kit(tmp_path)
+    renders = updating.load(project, template=template)
+    plan = updating.apply(project, renders)
+
+    assert plan.updated == ["tests/conftest.py"]
+    assert plan.added == ["CITATION.cff"]
+    assert plan.removed == [DROPPED]
+    assert plan.merged == [OP]
+    assert plan.conflicts == ["README.md"]
+    assert plan.attention == []
+    assert (project / "CITATION.cff").read_text() == "title: Safe distances\n"
+    assert not (project / DROPPED).exists()
+    text = op.read_text()
+    assert text.startswith("# Owner's note")
+    assert text.endswith("# Template fix at the end of the op module.\n")
+    assert (project / "tests/test_owner.py").is_file()
+    readme_text = readme.read_text()
+    assert "<<<<<<< yours\n# Owner's title\n" in readme_text
+    assert "# Template's new title\n>>>>>>> template now" in readme_text
+    answers = json.loads((project / ANSWERS_FILE).read_text())
+    assert answers["answers"]["citation_title"] == "Safe distances"
+
+    # The owner resolves the conflict; the project's tests pass; now current.
+    head, _, rest = readme_text.partition("<<<<<<<")
+    readme.write_text(head + "# Owner's title\n" + rest.partition(">>>>>>> template now\n")[2])
+    run = run_project_tests(project, code=project / "src")
+    assert run.ok, run.output[-3000:]
+    commit_all(project, "update")
+    assert updating.template_changes(updating.load(project, template=template)) == []
+
+
+def test_an_owner_edit_to_a_file_the_template_dropped_is_kept_and_reported(tmp_path, project):
+    prepend(project / DROPPED, "# The owner's line.")
+    commit_all(project, "owner edits a file the template will drop")
+    template = changed_kit(tmp_path)
+    plan = updating.apply(project, updating.load(project, template=template))
+    assert (project / DROPPED).is_file()
+    assert [line.split(":")[0] for line in plan.attention] == [DROPPED]
+
+
+def test_check_and_diff_from_the_command_line(tmp_path, project):
+    result = run_cli("update", "--check", str(project), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "up to date" in result.stdout
+
+    # A stale project: its base says the template once rendered the README
+    # differently (as if generated by an older kit).
+    base = read_base(project)
+    base["README.md"] = (b"old template README\n", False)
+    record(project, read_generation(project), base)
+    commit_all(project, "stale")
+    result = run_cli("update", "--check", str(project), cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.count("\n") == 1
+    assert "README.md" in result.stdout
+    result = run_cli("update", "--diff", str(project), cwd=tmp_path)
+    assert result.returncode == 0
+    assert "-old template README" in result.stdout
+
+
+def corrupt_answers(project):
+    (project / ANSWERS_FILE).write_text("{not json")
+    commit_all(project, "corrupt")
+
+
+def newer_kit(project):
+    answers = json.loads((project / ANSWERS_FILE).read_text())
+    answers["kit_version"] = "999.0"
+    (project / ANSWERS_FILE).write_text(json.dumps(answers))
+    commit_all(project, "newer")
+
+
+def corrupt_base(project):
+    (project / BASE_FILE).write_bytes(b"not a tarball")
+    commit_all(project, "corrupt base")
+
+
+def uncommitted(project):
+    prepend(project / OP, "# Uncommitted.")
+
+
+def not_generated(project):
+    shutil.rmtree(project / ".jax-ladder")
+    commit_all(project, "no state")
+
+
+def not_in_git(project):
+    shutil.rmtree(project / ".git")
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (not_generated, "was not generated by 'jax-ladder new'"),
+        (uncommitted, "has uncommitted changes"),
+        (not_in_git, "is not in a git repository"),
+        (newer_kit, "newer than this one"),
+        (corrupt_answers, "answers.json is corrupted"),
+        (corrupt_base, "base.tar.gz is missing or corrupted"),
+    ],
+)
+def test_refusals_are_one_line_exit_2_and_change_nothing(tmp_path, project, spoil, message):
+    spoil(project)
+    before = project_files(project.parent)
+    result = run_cli("update", "--no-input", str(project), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr
+    assert project_files(project.parent) == before
+
+
+def test_cruft_route_from_a_local_clone_offline(tmp_path):
+    """A project made with cruft from a clone of the kit: `cruft check` flags a
+    template change, `cruft update` applies it."""
+    kit = tmp_path / "kit"
+    shutil.copytree(REPO / "templates", kit / "templates")
+    git(kit, "init", "-q")
+    commit_all(kit, "kit")
+    cruft = [sys.executable, "-m", "cruft"]
+    out = tmp_path / "out"
+    out.mkdir()
+    create = [*cruft, "create", str(kit), "--directory", "templates/custom-vjp", "--no-input"]
+    subprocess.run(create, cwd=out, check=True, capture_output=True)
+    project = out / "safe-distances"
+    git(project, "init", "-q")
+    commit_all(project, "generated")
+    check = subprocess.run([*cruft, "check"], cwd=project, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    oracle = kit / "templates/custom-vjp/{{cookiecutter.project_name}}/tests/oracle.py"
+    oracle.write_text(oracle.read_text() + "\n# Template fix.\n")
+    commit_all(kit, "fix")
+    check = subprocess.run([*cruft, "check"], cwd=project, capture_output=True, text=True)
+    assert check.returncode != 0
+    subprocess.run([*cruft, "update", "-y"], cwd=project, check=True, capture_output=True)
+    assert (project / "tests/oracle.py").read_text().endswith("# Template fix.\n")
