@@ -20,6 +20,17 @@ IDENTICAL = [
     f"{P}/.github/workflows/ci.yml",
     f"{P}/.gitignore",
     f"{P}/tests/conftest.py",
+    f"{P}/.github/dependabot.yml",
+    f"{P}/.mdformat.toml",
+    f"{P}/noxfile.py",
+    f"{P}/_accelerator_ci/gpu.yml",
+    f"{P}/_accelerator_ci/tpu.yml",
+    f"{P}/LICENSE",
+    f"{P}/.readthedocs.yaml",
+    f"{P}/docs/conf.py",
+    f"{P}/docs/index.md",
+    f"{P}/docs/api.md",
+    f"{P}/.github/workflows/cd.yml",
 ]
 # (template, file): why that template's copy adds lines to the common text.
 # It may only add: every line of the common copy stays, in order.
@@ -34,12 +45,38 @@ ADDITIONS = {
         "eight simulated CPU devices for the sharding tests, and the CPU as the default "
         "device: the tests check the CPU handler even where a GPU is present"
     ),
+    ("ffi", f"{P}/_accelerator_ci/gpu.yml"): (
+        "the GPU run also builds the CUDA handler (so it needs nvcc, and the build must "
+        "include it) and needs cmake for the sanitizer test"
+    ),
+    ("ffi", f"{P}/docs/conf.py"): (
+        "a mock of the compiled extension, so that the docs build without the C++"
+    ),
+    ("ffi", f"{P}/.github/workflows/cd.yml"): (
+        "compiled wheels: a cibuildwheel job per platform, whose wheels replace the one "
+        "the shared build job makes from the sdist (a plain linux_x86_64 wheel PyPI refuses)"
+    ),
+}
+# (template, file): why that template has no copy of a listed file at all.
+ABSENT = {
+    ("ffi", f"{P}/_accelerator_ci/tpu.yml"): (
+        "its handlers are for the CPU and CUDA: a TPU has no code of this project to run"
+    ),
 }
 # Files that are each template's own (its oracle, its fixtures) around shared
 # top-level definitions, which must be identical in every template.
 SHARED_DEFINITIONS = {
     f"{P}/tests/oracle.py": ("WORST", "rtol_for", "assert_close"),
-    f"{P}/tests/conftest.py": ("rng", "pytest_terminal_summary"),
+    f"{P}/tests/conftest.py": (
+        "rng",
+        "pytest_terminal_summary",
+        "REQUIRED_PLATFORM",
+        "pytest_configure",
+        "fail_if_skipped",
+        "pytest_runtest_makereport",
+        "pytest_make_collect_report",
+    ),
+    "hooks/post_gen_project.py": ("keep_accelerator_workflow",),
 }
 
 
@@ -64,14 +101,21 @@ def added_lines_only(common: str, copy: str) -> bool:
 
 
 def test_every_declared_exception_names_a_template_and_a_listed_file():
-    for template, relative in ADDITIONS:
+    for template, relative in [*ADDITIONS, *ABSENT]:
         assert template in TEMPLATES, (template, relative)
         assert relative in IDENTICAL, (template, relative)
 
 
 @pytest.mark.parametrize("relative", IDENTICAL)
 def test_shared_file_is_identical_except_for_declared_additions(relative):
-    texts = {name: (path / relative).read_text() for name, path in TEMPLATES.items()}
+    absent = {name for name in TEMPLATES if (name, relative) in ABSENT}
+    for name in absent:
+        assert not (TEMPLATES[name] / relative).exists(), f"{name} has {relative}: drop ABSENT"
+    texts = {
+        name: (path / relative).read_text()
+        for name, path in TEMPLATES.items()
+        if name not in absent
+    }
     plain = {name: text for name, text in texts.items() if (name, relative) not in ADDITIONS}
     assert len(set(plain.values())) == 1, f"{relative} differs between {sorted(plain)}"
     common = next(iter(plain.values()))

@@ -1,9 +1,24 @@
 """Write the golden artifact (tests/golden/) at generation time, so the golden
-test has an artifact exported by the JAX that created the project."""
+test has an artifact exported by the JAX that created the project, and keep the
+chosen accelerator workflow, if any."""
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+
+def keep_accelerator_workflow(choice):
+    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
+    .github/workflows/accelerator.yml (for "none", nothing), then drop the
+    folder. The workflows are plain files, so they stay free of Jinja."""
+    if choice != "none":
+        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
+    shutil.rmtree("_accelerator_ci")
+
+
+keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 
 env = dict(os.environ, PYTHONPATH=os.path.abspath("src"), JAX_PLATFORMS="cpu")
 command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "export", "--golden"]

@@ -1,3 +1,4 @@
+import os
 import zlib
 
 import jax
@@ -23,3 +24,43 @@ def pytest_terminal_summary(terminalreporter):
             f"oracle: worst error {WORST['error']:.2e} "
             f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}"
         )
+
+
+# REQUIRE_ACCELERATOR=gpu or tpu (the accelerator workflow sets it) marks a run
+# on that hardware. It fails unless JAX's default backend is that platform (JAX
+# names NVIDIA and AMD GPUs "gpu"), and a test that skips there fails with its
+# skip reason: there, a skip would hide a test that never ran on the hardware.
+REQUIRED_PLATFORM = os.environ.get("REQUIRE_ACCELERATOR", "")
+
+
+def pytest_configure(config):
+    if not REQUIRED_PLATFORM:
+        return
+    if REQUIRED_PLATFORM not in ("gpu", "tpu"):
+        raise pytest.UsageError(f"REQUIRE_ACCELERATOR={REQUIRED_PLATFORM!r}: use gpu or tpu")
+    if jax.default_backend() != REQUIRED_PLATFORM:
+        raise pytest.UsageError(
+            f"REQUIRE_ACCELERATOR={REQUIRED_PLATFORM}, but JAX's default backend is "
+            f"{jax.default_backend()} (devices: {jax.devices()})"
+        )
+
+
+def fail_if_skipped(report):
+    """Under REQUIRE_ACCELERATOR, turn a skip (not an expected failure) into a
+    failure that names the skip's reason."""
+    if REQUIRED_PLATFORM and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"skipped on {REQUIRED_PLATFORM}, where every test must run: {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    return fail_if_skipped((yield))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    return fail_if_skipped((yield))

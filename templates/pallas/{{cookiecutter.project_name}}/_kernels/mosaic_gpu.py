@@ -57,6 +57,7 @@ limits, so matmul checks registers and SMEM itself before compiling.
 """
 
 import functools
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -80,8 +81,16 @@ _MAX_ACCUMULATOR = 128 * 128
 _SMEM_BYTES = 227 * 1024  # the most SMEM one thread block can have on Hopper
 _MAX_STAGES = 4
 
+type Activation = Literal["gelu"] | None
+# None: native on a GPU, interpreted elsewhere; True/False; or the interpreter's settings.
+type Interpret = bool | plgpu.InterpretGPUParams | None
+# A kernel's reference to an array in GMEM, SMEM or the accumulator. Pallas
+# declares its functions with JAX-internal ref types (jax._src.state), which
+# code outside JAX cannot name, so this is Any.
+type Ref = Any
 
-def check_block(name, block, array_shape):
+
+def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
     """WGMMA and the swizzled SMEM layout need every block dimension to be a
     multiple of 64, and the output block's columns (WGMMA's N) to be at most
     256. Unlike TPU, a block spanning the whole array is no exception: edges
@@ -99,20 +108,50 @@ def check_block(name, block, array_shape):
         )
 
 
+@overload
 def matmul(
-    a,
-    b,
-    bias,
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
     *,
-    block_m,
-    block_n,
-    block_k,
-    activation,
-    transpose_a=False,
-    transpose_b=False,
-    return_preactivation=False,
-    interpret=None,
-):
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = ...,
+    transpose_b: bool = ...,
+    return_preactivation: Literal[False] = ...,
+    interpret: Interpret = ...,
+) -> jax.Array: ...
+@overload
+def matmul(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = ...,
+    transpose_b: bool = ...,
+    return_preactivation: Literal[True],
+    interpret: Interpret = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+def matmul(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    return_preactivation: bool = False,
+    interpret: Interpret = None,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """op(a) @ op(b) [+ bias] [-> gelu], where op transposes when asked.
 
     Returns the output, and also the float32 pre-activation when asked (the
@@ -133,22 +172,6 @@ def matmul(
     stages = _stages(bm, bn, bk, a.dtype)
     if not interpret:
         _check_resources(bm, bn, bk, a.dtype, return_preactivation, stages)
-    if any(isinstance(x, jax.ShapeDtypeStruct) for x in (a, b, bias)):
-        # Shapes only (fused_matmul validates its calls this way): the padding
-        # below needs arrays, so trace abstractly.
-        call = functools.partial(
-            matmul,
-            block_m=block_m,
-            block_n=block_n,
-            block_k=block_k,
-            activation=activation,
-            transpose_a=transpose_a,
-            transpose_b=transpose_b,
-            return_preactivation=return_preactivation,
-            interpret=interpret,
-        )
-        return jax.eval_shape(call, a, b, bias)
-
     if a.dtype == jnp.float32:
         # TF32 WGMMA has no transposed operands: make both K-major in GMEM.
         a, transpose_a = (a.T, False) if transpose_a else (a, False)
@@ -173,7 +196,7 @@ def matmul(
         transpose_a=transpose_a,
         transpose_b=transpose_b,
     )
-    outputs = plgpu.kernel(
+    padded: list[jax.Array] = plgpu.kernel(
         body,
         out_type=out_type,
         grid=(mp // bm, np_ // bn),
@@ -181,11 +204,11 @@ def matmul(
         kernel_name="fused_matmul",
         interpret=interpret,
     )(*operands)
-    outputs = [out[:m, :n] if (mp, np_) != (m, n) else out for out in outputs]
-    return tuple(outputs) if return_preactivation else outputs[0]
+    outputs = [out[:m, :n] if (mp, np_) != (m, n) else out for out in padded]
+    return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
-def _interpret(interpret):
+def _interpret(interpret: Interpret) -> bool | plgpu.InterpretGPUParams:
     """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere.
 
     Mosaic GPU interprets only under plgpu.InterpretGPUParams: plain True
@@ -197,23 +220,25 @@ def _interpret(interpret):
     return interpret
 
 
-def _round_up(x, unit):
+def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
 
 
-def _pad(x, shape):
+def _pad(x: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     widths = [(0, full - size) for size, full in zip(x.shape, shape, strict=True)]
     return jnp.pad(x, widths) if any(w for _, w in widths) else x
 
 
-def _stages(bm, bn, bk, dtype):
+def _stages(bm: int, bn: int, bk: int, dtype: jnp.dtype) -> int:
     """As many pipeline slots as fit SMEM (at least 2, so that the TMA
     refills one slot while WGMMA reads the other), up to 4."""
     step_bytes = (bm * bk + bk * bn) * jnp.dtype(dtype).itemsize
     return max(2, min(_MAX_STAGES, _SMEM_BYTES // step_bytes))
 
 
-def _check_resources(bm, bn, bk, dtype, return_preactivation, stages):
+def _check_resources(
+    bm: int, bn: int, bk: int, dtype: jnp.dtype, return_preactivation: bool, stages: int
+) -> None:
     """Limits of the hardware that interpret mode does not model: refuse
     blocks that cannot fit before Mosaic GPU tries to compile them."""
     blocks = (bm, bn, bk)
@@ -237,32 +262,35 @@ def _check_resources(bm, bn, bk, dtype, return_preactivation, stages):
         )
 
 
-def _smem_transforms(dtype):
+def _smem_transforms(dtype: jnp.dtype) -> tuple[plgpu.TilingTransform, plgpu.SwizzleTransform]:
     """The SMEM layout WGMMA reads: (8, 128 bytes) tiles, 128-byte swizzled."""
     row = _SWIZZLE // jnp.dtype(dtype).itemsize
-    return (plgpu.TilingTransform((8, row)), plgpu.SwizzleTransform(_SWIZZLE))
+    # JAX declares both transforms as implementing a Protocol method they do
+    # not define, so the type checker takes them for abstract; they are not.
+    tiling = plgpu.TilingTransform((8, row))  # type: ignore[abstract]
+    return (tiling, plgpu.SwizzleTransform(_SWIZZLE))  # type: ignore[abstract]
 
 
 def _kernel(
-    a_gmem,
-    b_gmem,
-    *refs,
-    blocks,
-    k_steps,
-    stages,
-    has_bias,
-    activation,
-    transpose_a,
-    transpose_b,
-):
+    a_gmem: Ref,
+    b_gmem: Ref,
+    *refs: Ref,
+    blocks: tuple[int, int, int],
+    k_steps: int,
+    stages: int,
+    has_bias: bool,
+    activation: Activation,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> None:
     bias_gmem = refs[0] if has_bias else None
     out_gmem = refs[int(has_bias) :]
     bm, bn, bk = blocks
     i, j = jax.lax.axis_index("m"), jax.lax.axis_index("n")
     rows, cols = pl.ds(i * bm, bm), pl.ds(j * bn, bn)
 
-    def mainloop(acc_ref):
-        def step(_, a_smem, b_smem):
+    def mainloop(acc_ref: Ref) -> jax.Array:
+        def step(_: object, a_smem: Ref, b_smem: Ref) -> None:
             # The transposes are views: the WGMMA descriptors read the tile
             # in whichever order it was stored.
             a_tile = a_smem.T if transpose_a else a_smem
@@ -287,11 +315,12 @@ def _kernel(
         plgpu.emit_pipeline(
             step, grid=(k_steps,), in_specs=[a_spec, b_spec], max_concurrent_steps=stages
         )(a_gmem, b_gmem)
-        return acc_ref[...]  # waits for the last WGMMA
+        z: jax.Array = acc_ref[...]  # waits for the last WGMMA
+        return z
 
-    z = pl.run_scoped(mainloop, plgpu.ACC((bm, bn), jnp.float32))
+    z: jax.Array = pl.run_scoped(mainloop, plgpu.WGMMAAccumulatorRef((bm, bn), jnp.float32))
     # The epilogue, on the accumulator in registers.
-    if has_bias:
+    if bias_gmem is not None:
         # Straight from GMEM into registers, each thread taking the columns
         # of the accumulator it holds: one small row per tile, not worth a
         # TMA copy (optimized=False allows loads that are not whole 32-byte
@@ -300,7 +329,7 @@ def _kernel(
         bias = plgpu.load(bias_gmem.at[cols], layout=layout, optimized=False)
         z = z + bias.astype(jnp.float32)[None, :]
 
-    def store(*out_smem):
+    def store(*out_smem: Ref) -> None:
         # The pre-activation goes out first, so that it and the activation do
         # not both hold a tile's worth of registers at once.
         if len(out_smem) > 1:

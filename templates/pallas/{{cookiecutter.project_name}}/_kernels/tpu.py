@@ -14,6 +14,7 @@ and must run in order ("arbitrary").
 """
 
 import functools
+from typing import Final, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -29,10 +30,14 @@ DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 128}
 # write the tile once, so they must run in order on one core: "arbitrary". Marked
 # "parallel", two cores would write the same tile: a race, which the strict
 # interpreter reports (tests/test_kernel.py shows it).
-DIMENSION_SEMANTICS = ("parallel", "parallel", "arbitrary")
+DIMENSION_SEMANTICS: Final = ("parallel", "parallel", "arbitrary")
+
+type Activation = Literal["gelu"] | None
+# None: native on a TPU, interpreted elsewhere; True/False; or the interpreter's settings.
+type Interpret = bool | pltpu.InterpretParams | None
 
 
-def check_block(name, block, array_shape):
+def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
     """Mosaic TPU tiles memory as (8, 128): each block's last two dimensions
     must be divisible by 8 and 128 respectively, or span the whole array."""
     tail = zip(block[-2:], array_shape[-2:], (8, 128), strict=True)
@@ -44,20 +49,50 @@ def check_block(name, block, array_shape):
             )
 
 
+@overload
 def matmul(
-    a,
-    b,
-    bias,
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
     *,
-    block_m,
-    block_n,
-    block_k,
-    activation,
-    transpose_a=False,
-    transpose_b=False,
-    return_preactivation=False,
-    interpret=None,
-):
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = ...,
+    transpose_b: bool = ...,
+    return_preactivation: Literal[False] = ...,
+    interpret: Interpret = ...,
+) -> jax.Array: ...
+@overload
+def matmul(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = ...,
+    transpose_b: bool = ...,
+    return_preactivation: Literal[True],
+    interpret: Interpret = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+def matmul(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    return_preactivation: bool = False,
+    interpret: Interpret = None,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """op(a) @ op(b) [+ bias] [-> gelu], where op transposes when asked.
 
     Returns the output, and also the float32 pre-activation when asked (the
@@ -98,7 +133,7 @@ def matmul(
         transpose_a=transpose_a,
         transpose_b=transpose_b,
     )
-    outputs = pl.pallas_call(
+    outputs: list[jax.Array] = pl.pallas_call(
         kernel,
         grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), pl.cdiv(k, bk)),
         in_specs=in_specs,
@@ -108,23 +143,33 @@ def matmul(
         compiler_params=pltpu.CompilerParams(dimension_semantics=DIMENSION_SEMANTICS),
         interpret=_interpret(interpret),
     )(*operands)
-    return tuple(outputs) if return_preactivation else outputs[0]
+    return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
-def _interpret(interpret):
+def _interpret(interpret: Interpret) -> bool | pltpu.InterpretParams:
     """Run the kernel for real on a TPU, interpreted (on the CPU) elsewhere."""
     if interpret is None:
         return jax.default_backend() != "tpu"
     return interpret
 
 
-def _kernel(a_ref, b_ref, *refs, k_total, block_k, has_bias, activation, transpose_a, transpose_b):
+def _kernel(
+    a_ref: jax.Ref,
+    b_ref: jax.Ref,
+    *refs: jax.Ref,
+    k_total: int,
+    block_k: int,
+    has_bias: bool,
+    activation: Activation,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> None:
     bias_ref = refs[0] if has_bias else None
     out_refs, acc_ref = refs[int(has_bias) : -1], refs[-1]
     kk = pl.program_id(2)
 
     @pl.when(kk == 0)
-    def _init():
+    def _init() -> None:
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
     a, b = a_ref[...], b_ref[...]
@@ -140,11 +185,11 @@ def _kernel(a_ref, b_ref, *refs, k_total, block_k, has_bias, activation, transpo
     acc_ref[...] += jax.lax.dot_general(a, b, contract, preferred_element_type=jnp.float32)
 
     @pl.when(kk == pl.num_programs(2) - 1)
-    def _epilogue():
+    def _epilogue() -> None:
         # Rows and columns past the edge of m and n are computed but never
         # written back: Pallas drops the out-of-bounds part of edge tiles.
         z = acc_ref[...]
-        if has_bias:
+        if bias_ref is not None:
             z = z + bias_ref[...].astype(jnp.float32)
         y = jax.nn.gelu(z, approximate=True) if activation == "gelu" else z
         out_refs[0][...] = y.astype(out_refs[0].dtype)

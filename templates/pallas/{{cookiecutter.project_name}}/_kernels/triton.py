@@ -15,6 +15,7 @@ masked stores.
 """
 
 import functools
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +26,16 @@ BACKEND = "triton"
 DEFAULT_BLOCKS = {"block_m": 64, "block_n": 64, "block_k": 32}
 COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=3)
 
+type Activation = Literal["gelu"] | None
+# None: native on a GPU, interpreted elsewhere; or True/False.
+type Interpret = bool | None
+# A kernel's reference to an array in global memory. Pallas declares its
+# functions with JAX-internal ref types (jax._src.state), which code outside
+# JAX cannot name, so this is Any.
+type Ref = Any
 
-def check_block(name, block, array_shape):
+
+def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
     """Triton needs every array in the kernel to have power-of-two sizes, and
     its dot needs at least 16 along each dimension."""
     for size in block:
@@ -37,20 +46,50 @@ def check_block(name, block, array_shape):
             )
 
 
+@overload
 def matmul(
-    a,
-    b,
-    bias,
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
     *,
-    block_m,
-    block_n,
-    block_k,
-    activation,
-    transpose_a=False,
-    transpose_b=False,
-    return_preactivation=False,
-    interpret=None,
-):
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = ...,
+    transpose_b: bool = ...,
+    return_preactivation: Literal[False] = ...,
+    interpret: Interpret = ...,
+) -> jax.Array: ...
+@overload
+def matmul(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = ...,
+    transpose_b: bool = ...,
+    return_preactivation: Literal[True],
+    interpret: Interpret = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+def matmul(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array | None,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    activation: Activation,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    return_preactivation: bool = False,
+    interpret: Interpret = None,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """op(a) @ op(b) [+ bias] [-> gelu], where op transposes when asked.
 
     Returns the output, and also the float32 pre-activation when asked (the
@@ -77,7 +116,7 @@ def matmul(
         transpose_b=transpose_b,
     )
     whole = pl.BlockSpec(memory_space=pl.ANY)  # the kernel indexes global memory itself
-    outputs = pl.pallas_call(
+    outputs: list[jax.Array] = pl.pallas_call(
         kernel,
         grid=(pl.cdiv(m, block_m), pl.cdiv(n, block_n)),
         in_specs=[whole] * len(operands),
@@ -86,17 +125,27 @@ def matmul(
         compiler_params=COMPILER_PARAMS,
         interpret=_interpret(interpret),
     )(*operands)
-    return tuple(outputs) if return_preactivation else outputs[0]
+    return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
-def _interpret(interpret):
+def _interpret(interpret: Interpret) -> bool:
     """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere."""
     if interpret is None:
         return jax.default_backend() != "gpu"
     return interpret
 
 
-def _kernel(a_ref, b_ref, *refs, sizes, blocks, has_bias, activation, transpose_a, transpose_b):
+def _kernel(
+    a_ref: Ref,
+    b_ref: Ref,
+    *refs: Ref,
+    sizes: tuple[int, int, int],
+    blocks: tuple[int, int, int],
+    has_bias: bool,
+    activation: Activation,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> None:
     m, n, k = sizes
     block_m, block_n, block_k = blocks
     bias_ref = refs[0] if has_bias else None
@@ -105,11 +154,19 @@ def _kernel(a_ref, b_ref, *refs, sizes, blocks, has_bias, activation, transpose_
     rows = i * block_m + jnp.arange(block_m)
     cols = j * block_n + jnp.arange(block_n)
 
-    def tile(ref, row_start, row_size, col_start, col_size, valid):
+    def tile(
+        ref: Ref,
+        row_start: jax.Array,
+        row_size: int,
+        col_start: jax.Array,
+        col_size: int,
+        valid: jax.Array,
+    ) -> jax.Array:
         view = ref.at[pl.ds(row_start, row_size), pl.ds(col_start, col_size)]
-        return plt.load(view, mask=valid, other=0)
+        loaded: jax.Array = plt.load(view, mask=valid, other=0)
+        return loaded
 
-    def step(kk, acc):
+    def step(kk: jax.Array, acc: jax.Array) -> jax.Array:
         ks = kk * block_k + jnp.arange(block_k)
         if transpose_a:  # a is (k, m): load a (block_k, block_m) tile
             a = tile(
@@ -147,10 +204,11 @@ def _kernel(a_ref, b_ref, *refs, sizes, blocks, has_bias, activation, transpose_
                 block_n,
                 (ks[:, None] < k) & (cols[None, :] < n),
             )
-        return acc + plt.dot(a, b, trans_a=transpose_a, trans_b=transpose_b)
+        product: jax.Array = plt.dot(a, b, trans_a=transpose_a, trans_b=transpose_b)
+        return acc + product
 
     z = jax.lax.fori_loop(0, pl.cdiv(k, block_k), step, jnp.zeros((block_m, block_n), jnp.float32))
-    if has_bias:
+    if bias_ref is not None:
         bias = plt.load(bias_ref.at[pl.ds(j * block_n, block_n)], mask=cols < n, other=0)
         z = z + bias.astype(jnp.float32)[None, :]
     y = jax.nn.gelu(z, approximate=True) if activation == "gelu" else z

@@ -2,7 +2,9 @@
 rule works. The text is XLA's optimized HLO (`jit(f).lower(...).compile()`)."""
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import numpy as np
@@ -23,7 +25,7 @@ class Collective:
 
 
 def collectives(compiled_text: str) -> list[Collective]:
-    found = []
+    found: list[Collective] = []
     for line in compiled_text.splitlines():
         match = _LINE.search(line)
         if match:
@@ -46,5 +48,8 @@ def _bytes(shape: str) -> int:
     return total
 
 
-def compiled_text(fn, *args) -> str:
-    return jax.jit(fn).lower(*args).compile().as_text()
+def compiled_text(fn: Callable[..., Any], *args: Any) -> str:
+    text = jax.jit(fn).lower(*args).compile().as_text()
+    if text is None:  # JAX allows a backend not to show its compiled program
+        raise RuntimeError(f"{jax.default_backend()} does not give the compiled program's text")
+    return text

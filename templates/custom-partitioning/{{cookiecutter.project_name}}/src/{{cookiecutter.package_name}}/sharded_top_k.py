@@ -27,20 +27,31 @@ Under Shardy (the default partitioner) each op needs a sharding_rule, an
 einsum-like description of how operand and result dimensions relate.
 """
 
+from collections.abc import Callable
 from functools import partial
+from operator import attrgetter
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
+from jax.typing import ArrayLike
 
 SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "False" }}  # keep the items axis sharded
 SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}  # values are softmax probabilities
 
+# The mesh axes one array axis is sharded over (None: not sharded).
+type AxisNames = str | tuple[str, ...] | None
+# A sharding's mesh (concrete when the partitioner calls the rule).
+type AnyMesh = Mesh | AbstractMesh
+# What custom_partitioning passes a partition callback: abstract arrays with
+# their shardings, one per operand.
+type Shapes = tuple[jax.ShapeDtypeStruct, ...]
 
-def top_k(x, k: int):
+
+def top_k(x: ArrayLike, k: int) -> tuple[jax.Array, jax.Array]:
     """The k largest entries of each row of x (batch, items), largest first.
 
     Returns (values, indices), each (batch, k), sharded like x's batch axis and
@@ -52,7 +63,8 @@ def top_k(x, k: int):
         raise ValueError(f"top_k expects x of shape (batch, items), got {x.shape}")
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"top_k expects a floating-point x, got {x.dtype}")
-    if not isinstance(k, int) or not 1 <= k <= x.shape[1]:
+    # Annotated int, checked anyway for callers without a type checker (k=2.0).
+    if not isinstance(k, int) or not 1 <= k <= x.shape[1]:  # type: ignore[redundant-expr]
         raise ValueError(f"k must be an int in [1, {x.shape[1]}] (the number of items), got {k!r}")
     return _top_k(x, k)
 
@@ -60,7 +72,9 @@ def top_k(x, k: int):
 # --- which axes stay sharded ------------------------------------------------
 
 
-def _mesh_and_axes(sharding, shape, k):
+def _mesh_and_axes(
+    sharding: Sharding, shape: tuple[int, ...], k: int
+) -> tuple[AnyMesh, AxisNames, AxisNames]:
     """The mesh, and the mesh axes to keep on (batch, items), from the
     operand's sharding.
 
@@ -72,7 +86,7 @@ def _mesh_and_axes(sharding, shape, k):
         # The program names no mesh (e.g. a NumPy input under jax.set_mesh):
         # the callback then gets a sharding without axis names, so there is
         # nothing to keep sharded. Whole, replicated operands are always right.
-        devices = sorted(sharding.device_set, key=lambda device: device.id)
+        devices = sorted(sharding.device_set, key=attrgetter("id"))
         return Mesh(np.array(devices), ("devices",)), None, None
     spec = tuple(sharding.spec) + (None, None)
     batch_axes, item_axes = spec[0], spec[1]
@@ -83,7 +97,7 @@ def _mesh_and_axes(sharding, shape, k):
     return sharding.mesh, batch_axes, item_axes
 
 
-def _size(mesh, axes):
+def _size(mesh: AnyMesh, axes: str | tuple[str, ...]) -> int:
     names = (axes,) if isinstance(axes, str) else axes
     size = 1
     for name in names:
@@ -91,7 +105,7 @@ def _size(mesh, axes):
     return size
 
 
-def _item_offset(item_axes, local_items):
+def _item_offset(item_axes: AxisNames, local_items: int) -> jax.Array | int:
     """Global index of this shard's first item."""
     if item_axes is None:
         return 0
@@ -102,12 +116,14 @@ def _item_offset(item_axes, local_items):
 
 
 @partial(custom_partitioning, static_argnums=(1,))
-def _top_k_fwd_op(x, k):
+def _top_k_fwd_op(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     values, indices = jax.lax.top_k(x, k)
     return _finish(x, values, indices, item_axes=None)
 
 
-def _finish(x, values, indices, item_axes):
+def _finish(
+    x: jax.Array, values: jax.Array, indices: jax.Array, item_axes: AxisNames
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Softmax of the top-k values when asked; also returns the row's
     log-sum-exp for the backward pass (zeros, unused, without softmax)."""
     if not SOFTMAX:
@@ -121,12 +137,14 @@ def _finish(x, values, indices, item_axes):
     return jnp.exp(values - lse[:, None]), indices, lse
 
 
-def _partition_fwd(k, mesh, arg_shapes, result_shape):
+def _partition_fwd(
+    k: int, mesh: AnyMesh, arg_shapes: Shapes, result_shape: Shapes
+) -> tuple[AnyMesh, Callable[..., tuple[jax.Array, ...]], tuple[Sharding, ...], tuple[Sharding]]:
     x_shape = arg_shapes[0]
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     rows = NamedSharding(mesh, P(batch_axes, None))
 
-    def per_shard(x):
+    def per_shard(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         values, indices = jax.lax.top_k(x, k)
         indices = indices + _item_offset(item_axes, x.shape[1])
         if item_axes is not None:
@@ -154,11 +172,20 @@ _top_k_fwd_op.def_partition(
 
 
 @custom_partitioning
-def _top_k_bwd_op(x, indices, cotangent, values, lse):
+def _top_k_bwd_op(
+    x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
+) -> jax.Array:
     return _scatter_grad(x, indices, cotangent, values, lse, offset=0)
 
 
-def _scatter_grad(x, indices, cotangent, values, lse, offset):
+def _scatter_grad(
+    x: jax.Array,
+    indices: jax.Array,
+    cotangent: jax.Array,
+    values: jax.Array,
+    lse: jax.Array,
+    offset: jax.Array | int,
+) -> jax.Array:
     """d(loss)/dx for this block of x, given the cotangent of the top-k values."""
     if SOFTMAX:
         # values_j = exp(x[i_j] - lse): d values_j / dx = values_j * (onehot(i_j) - p)
@@ -175,14 +202,18 @@ def _scatter_grad(x, indices, cotangent, values, lse, offset):
     return grad
 
 
-def _partition_bwd(mesh, arg_shapes, result_shape):
+def _partition_bwd(
+    mesh: AnyMesh, arg_shapes: Shapes, result_shape: jax.ShapeDtypeStruct
+) -> tuple[AnyMesh, Callable[..., jax.Array], Sharding, tuple[Sharding, ...]]:
     x_shape = arg_shapes[0]
     k = arg_shapes[1].shape[1]
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     block = NamedSharding(mesh, P(batch_axes, item_axes))
     rows = NamedSharding(mesh, P(batch_axes, None))
 
-    def per_shard(x, indices, cotangent, values, lse):
+    def per_shard(
+        x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
+    ) -> jax.Array:
         offset = _item_offset(item_axes, x.shape[1])
         return _scatter_grad(x, indices, cotangent, values, lse, offset)
 
@@ -201,17 +232,23 @@ _top_k_bwd_op.def_partition(
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _top_k(x, k):
+def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     values, indices, _ = _top_k_fwd_op(x, k)
     return values, indices
 
 
-def _top_k_fwd(x, k):
+# Residuals: x, the top-k indices and values, and each row's log-sum-exp.
+type Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+
+
+def _top_k_fwd(x: jax.Array, k: int) -> tuple[tuple[jax.Array, jax.Array], Residuals]:
     values, indices, lse = _top_k_fwd_op(x, k)
     return (values, indices), (x, indices, values, lse)
 
 
-def _top_k_bwd(k, residuals, cotangents):
+def _top_k_bwd(
+    k: int, residuals: Residuals, cotangents: tuple[jax.Array, jax.Array]
+) -> tuple[jax.Array]:
     x, indices, values, lse = residuals
     cotangent_values, _ = cotangents  # the integer indices have no cotangent
     return (_top_k_bwd_op(x, indices, cotangent_values.astype(x.dtype), values, lse),)

@@ -19,16 +19,17 @@ To adapt: replace _distances and the rule, keep the public wrapper's checks.
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 
-def pairwise_distances(x, y):
+def pairwise_distances(x: ArrayLike, y: ArrayLike) -> jax.Array:
     """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
 
     Differentiable everywhere: where rows coincide the gradient is 0, not NaN,
     and so is the second derivative.
     Half-precision inputs (bfloat16, float16) are computed in float32 and the
     result rounded once. Squared differences must stay finite in that compute
-    dtype (|x - y| below about 1e19 in float32). Use jax.vmap for batches of
+    dtype (abs(x - y) below about 1e19 in float32). Use jax.vmap for batches of
     point sets.
     """
     x, y = _checked(x, y)
@@ -41,7 +42,7 @@ def pairwise_distances(x, y):
     return d.astype(x.dtype)
 
 
-def _checked(x, y):
+def _checked(x: ArrayLike, y: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """Validate and promote in plain Python, outside the custom rule.
 
     The rule's cotangents must match its inputs' dtypes exactly, so mixed
@@ -68,12 +69,12 @@ def _checked(x, y):
     return x.astype(dtype), y.astype(dtype)
 
 
-def _distances(x, y):
+def _distances(x: jax.Array, y: jax.Array) -> jax.Array:
     diff = x[:, None, :] - y[None, :, :]
     return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
 
 
-def _inverse_or_zero(d):
+def _inverse_or_zero(d: jax.Array) -> jax.Array:
     """1 / d, and 0 where d == 0 (the subgradient choice).
 
     The inner where keeps the division finite, so that differentiating this
@@ -87,11 +88,14 @@ def _inverse_or_zero(d):
 {% if cookiecutter.rule == "vjp" %}
 
 @jax.custom_vjp
-def _pairwise_distances(x, y):
+def _pairwise_distances(x: jax.Array, y: jax.Array) -> jax.Array:
     return _distances(x, y)
 
 
-def _fwd(x, y):
+Residuals = tuple[jax.Array, jax.Array, jax.Array]
+
+
+def _fwd(x: jax.Array, y: jax.Array) -> tuple[jax.Array, Residuals]:
     # The op itself, not _distances: differentiating _bwd again (grad of grad)
     # differentiates this d, and through the rule its derivative is 0 where it
     # is 0; through sqrt it would be 0 * inf = NaN.
@@ -101,7 +105,7 @@ def _fwd(x, y):
     return d, (x, y, d)
 
 
-def _bwd(residuals, cotangent):
+def _bwd(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array, jax.Array]:
     x, y, d = residuals
     weight = cotangent * _inverse_or_zero(d)  # (n, m)
     # sum_j w_ij (x_i - y_j) for x and -sum_i w_ij (x_i - y_j) for y. Written
@@ -116,12 +120,14 @@ _pairwise_distances.defvjp(_fwd, _bwd)
 {% else %}
 
 @jax.custom_jvp
-def _pairwise_distances(x, y):
+def _pairwise_distances(x: jax.Array, y: jax.Array) -> jax.Array:
     return _distances(x, y)
 
 
 @_pairwise_distances.defjvp
-def _jvp(primals, tangents):
+def _jvp(
+    primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
+) -> tuple[jax.Array, jax.Array]:
     x, y = primals
     # Tangents of inputs that are not differentiated arrive as zeros (this rule
     # does not opt into symbolic_zeros), so both can be used unconditionally.

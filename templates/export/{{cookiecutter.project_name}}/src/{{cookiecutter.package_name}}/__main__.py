@@ -8,6 +8,7 @@ python -m {{ cookiecutter.package_name }} run model.jax --inputs in.npz --save o
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden" / "model.jax"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {__package__}")
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="export the model and write NAME and NAME.json")
@@ -45,7 +46,9 @@ def main(argv=None) -> int:
         return 2
 
 
-def export_command(args) -> int:
+def export_command(args: argparse.Namespace) -> int:
+    import jax.numpy as jnp
+
     from . import artifact, reference
 
     platforms = tuple(args.platforms.split(",")) if args.platforms else artifact.PLATFORMS
@@ -55,13 +58,17 @@ def export_command(args) -> int:
     print(f"wrote {out} ({out.stat().st_size} bytes) for {', '.join(platforms)}")
     if args.golden:
         inputs = artifact.random_inputs(artifact.load(out).metadata, batch=3{% if seq %}, seq=7{% endif %}, seed=1234)
-        outputs = reference.predict(reference.init_params(), *inputs.values())
-        np.savez(out.with_suffix(".io.npz"), **inputs, output=np.asarray(outputs))
-        print(f"wrote {out.with_suffix('.io.npz')} (inputs and expected outputs)")
+        arrays = [jnp.asarray(a) for a in inputs.values()]
+        outputs = reference.predict(reference.init_params(), *arrays)
+        # Plain arrays only; naming allow_pickle also tells the type checker
+        # that no key of inputs is savez's own allow_pickle argument.
+        io_path = out.with_suffix(".io.npz")
+        np.savez(io_path, allow_pickle=False, **inputs, output=np.asarray(outputs))
+        print(f"wrote {io_path} (inputs and expected outputs)")
     return 0
 
 
-def run_command(args) -> int:
+def run_command(args: argparse.Namespace) -> int:
     from . import artifact
 
     loaded = artifact.load(args.artifact)

@@ -11,18 +11,22 @@ import datetime
 import hashlib
 import json
 import operator
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from functools import cache, partial
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import jaxlib
 import numpy as np
+import numpy.typing as npt
 from flatbuffers import encode, number_types, packer, table
 from jax import export
+from jax.typing import ArrayLike
 
-from .reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, init_params, predict
+from .reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, Params, init_params, predict
 
 PLATFORMS = ("{{ cookiecutter.platforms.split(',') | join('", "') }}"{% if "," not in cookiecutter.platforms %},{% endif %})
 VJP_ORDER = {{ cookiecutter.vjp_order }}  # 0: the artifact cannot be differentiated
@@ -45,6 +49,11 @@ EXPIRED_VERSIONS_FLAG = "jax_export_deserialize_expired_versions"
 # jax.Device.platform and jax.default_backend() say "gpu" on NVIDIA and AMD
 # GPUs alike; jax.export records which one ("cuda" or "rocm").
 _DEVICE_PLATFORM_ALIASES = {"gpu": ("cuda", "rocm")}
+# An artifact's metadata, NAME.json as json.load reads it.
+type Metadata = dict[str, Any]
+# Arrays by input name, as random_inputs makes them and np.load reads them.
+type Inputs = dict[str, npt.NDArray[Any]]
+type StrPath = str | os.PathLike[str]
 
 
 def input_specs() -> list[jax.ShapeDtypeStruct]:
@@ -59,7 +68,7 @@ def input_specs() -> list[jax.ShapeDtypeStruct]:
     ]
 
 
-def input_metadata() -> list[dict]:
+def input_metadata() -> list[dict[str, str]]:
     """INPUTS as the metadata file records them."""
     return [
         {"name": name, "shape": shape.format(FEATURES=FEATURES), "dtype": dtype}
@@ -67,13 +76,15 @@ def input_metadata() -> list[dict]:
     ]
 
 
-def export_model(params=None, platforms=PLATFORMS) -> export.Exported:
+def export_model(
+    params: Params | None = None, platforms: Sequence[str] = PLATFORMS
+) -> export.Exported:
     """Trace and lower predict with the weights baked in as constants."""
     params = init_params() if params is None else params
     return export.export(jax.jit(partial(predict, params)), platforms=platforms)(*input_specs())
 
 
-def save(exported: export.Exported, path, vjp_order: int = VJP_ORDER) -> Path:
+def save(exported: export.Exported, path: StrPath, vjp_order: int = VJP_ORDER) -> Path:
     """Write PATH (the serialized artifact) and PATH.json (its metadata)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +92,7 @@ def save(exported: export.Exported, path, vjp_order: int = VJP_ORDER) -> Path:
     path.write_bytes(blob)
     metadata = {
         "jax_version": jax.__version__,
-        "jaxlib_version": jaxlib.__version__,
+        "jaxlib_version": version("jaxlib"),
         # What decides whether a newer JAX can still load the file (not its date).
         "serialization_version": serialization_version(blob),
         "platforms": list(exported.platforms),
@@ -101,12 +112,12 @@ def save(exported: export.Exported, path, vjp_order: int = VJP_ORDER) -> Path:
     return path
 
 
-def metadata_path(path) -> Path:
+def metadata_path(path: StrPath) -> Path:
     path = Path(path)
     return path.with_name(path.name + ".json")
 
 
-def serialization_version(blob: bytes) -> int:
+def serialization_version(blob: bytes | bytearray) -> int:
     """The serialization format version JAX wrote into a serialized artifact.
 
     JAX refuses to load a format some six months after replacing it with a
@@ -118,7 +129,7 @@ def serialization_version(blob: bytes) -> int:
     buffer = bytearray(blob)
     root = table.Table(buffer, encode.Get(packer.uoffset, buffer, 0))
     field = root.Offset(4)  # vtable slot of field 0
-    return root.Get(number_types.Uint16Flags, root.Pos + field) if field else 0
+    return int(root.Get(number_types.Uint16Flags, root.Pos + field)) if field else 0
 
 
 @cache
@@ -150,21 +161,23 @@ class Artifact:
     """A loaded artifact. Calling it checks the inputs against the metadata
     first, so a mistake gets a message that names it."""
 
-    def __init__(self, exported: export.Exported, metadata: dict):
+    def __init__(self, exported: export.Exported, metadata: Metadata):
         self.exported = exported
         self.metadata = metadata
 
-    def __call__(self, *args):
+    def __call__(self, *args: ArrayLike) -> jax.Array:
         check_inputs(self.metadata, args)
         # The canonical name ("cuda"), as the artifact records it; not
         # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
         error = platform_error(self.exported.platforms, export.default_export_platform())
         if error:
             raise ValueError(error)
-        return self.exported.call(*args)
+        # Exported.call is unannotated in JAX; this model returns one array.
+        output: jax.Array = self.exported.call(*args)
+        return output
 
 
-def load(path) -> Artifact:
+def load(path: StrPath) -> Artifact:
     """Read and verify an artifact; every failure is a ValueError or
     FileNotFoundError that says what is wrong with which file."""
     path = Path(path)
@@ -195,7 +208,7 @@ def load(path) -> Artifact:
     return Artifact(exported, metadata)
 
 
-def deserialize_error(path: Path, metadata: dict, err: Exception) -> str:
+def deserialize_error(path: Path, metadata: Metadata, err: Exception) -> str:
     """What went wrong, and what to do about it."""
     origin = (
         f"exported by jax {metadata.get('jax_version', '?')} in serialization version "
@@ -217,7 +230,7 @@ def deserialize_error(path: Path, metadata: dict, err: Exception) -> str:
     )
 
 
-def check_inputs(metadata: dict, args) -> None:
+def check_inputs(metadata: Metadata, args: Sequence[ArrayLike]) -> None:
     """Ranks, dtypes, static sizes, shared dimension variables, constraints."""
     specs = metadata["inputs"]
     if len(args) != len(specs):
@@ -253,11 +266,11 @@ def check_inputs(metadata: dict, args) -> None:
             raise ValueError(f"inputs violate the artifact's constraint {constraint!r} ({values})")
 
 
-def random_inputs(metadata: dict, *, batch: int{% if seq %}, seq: int{% endif %}, seed: int) -> dict:
+def random_inputs(metadata: Metadata, *, batch: int{% if seq %}, seq: int{% endif %}, seed: int) -> Inputs:
     """Random inputs matching the artifact's input signature."""
     rng = np.random.default_rng(seed)
     sizes = {"b": batch{% if seq %}, "s": seq{% endif %}}
-    inputs = {}
+    inputs: Inputs = {}
     for spec in metadata["inputs"]:
         dims = [d.strip() for d in spec["shape"].split(",")]
         shape = [int(d) if d.isdigit() else sizes[d] for d in dims]
@@ -268,8 +281,12 @@ def random_inputs(metadata: dict, *, batch: int{% if seq %}, seq: int{% endif %}
     return inputs
 
 
-_COMPARE = {ast.LtE: operator.le, ast.GtE: operator.ge, ast.Eq: operator.eq}
-_ARITHMETIC = {
+_COMPARE: dict[type[ast.cmpop], Callable[[int, int], bool]] = {
+    ast.LtE: operator.le,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+}
+_ARITHMETIC: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -281,7 +298,7 @@ _ARITHMETIC = {
 def _holds(constraint: str, sizes: dict[str, int]) -> bool:
     """Evaluate a jax.export constraint such as "s <= 128" or "2*b >= s"."""
 
-    def value(node):
+    def value(node: ast.expr) -> int:
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
             return node.value
         if isinstance(node, ast.Name):

@@ -10,6 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# The model's weights by name: what init_params returns and predict takes.
+type Params = dict[str, jax.Array]
+
 FEATURES = 16  # static: part of the artifact's input signature
 HIDDEN = 32
 CLASSES = 4
@@ -18,11 +21,11 @@ MAX_LEN = 128  # the positional table's length: sequences may not be longer
 {%- endif %}
 
 
-def init_params(seed: int = 0) -> dict[str, jax.Array]:
+def init_params(seed: int = 0) -> Params:
     """Deterministic stand-in weights (float32)."""
     rng = np.random.default_rng(seed)
 
-    def normal(*shape, scale):
+    def normal(*shape: int, scale: float) -> jax.Array:
         return jnp.asarray(scale * rng.standard_normal(shape), jnp.float32)
 
     return {
@@ -37,7 +40,7 @@ def init_params(seed: int = 0) -> dict[str, jax.Array]:
     }
 {% if seq %}
 
-def predict(params, x, mask):
+def predict(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
     """Attention-pooling classifier.
 
     x: (batch, seq, FEATURES) float32; mask: (batch, seq) bool, True for real
@@ -58,7 +61,7 @@ def predict(params, x, mask):
     return pooled @ params["w_out"] + params["b_out"]
 {% else %}
 
-def predict(params, x):
+def predict(params: Params, x: jax.Array) -> jax.Array:
     """Two-layer MLP classifier: x (batch, FEATURES) float32 -> logits (batch, CLASSES)."""
     h = jnp.tanh(x @ params["w_in"] + params["b_in"])
     return h @ params["w_out"] + params["b_out"]

@@ -12,10 +12,12 @@ or more (wrong gradients, no error). The test at 4096 rows guards this.
 bfloat16 is computed in float32 and rounded once at the end, like the handler.
 """
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 
-def rms_norm_reference(x, eps=1e-6):
+def rms_norm_reference(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
     """x / sqrt(mean(x**2) + eps) over the last axis of x."""
     x = jnp.asarray(x)
     compute = jnp.float32 if x.dtype == jnp.bfloat16 else x.dtype

@@ -13,11 +13,14 @@ fuses the product with whatever follows. See README.md to move it into the
 handler.
 """
 
+from collections.abc import Callable
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import AbstractMesh, Mesh
+from jax.typing import ArrayLike, DTypeLike
 
 try:
     from . import _ffi
@@ -35,7 +38,7 @@ BACKWARD = f"{_PREFIX}_rms_norm_bwd"
 TARGETS = (FORWARD, BACKWARD)
 
 
-def _register():
+def _register() -> None:
     # The CUDA handlers register even without a GPU; XLA only looks them up
     # when it compiles for one.
     for platform, capsules in (("cpu", _ffi.cpu_targets()), ("CUDA", _ffi.cuda_targets())):
@@ -51,7 +54,7 @@ def cuda_available() -> bool:
     return bool(_ffi.cuda_targets())
 
 
-def rms_norm(x, eps=1e-6):
+def rms_norm(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
     """x / sqrt(mean(x**2) + eps) over the last axis of x, by the FFI handler.
 
     x: float32, float64 or bfloat16, rank >= 1, rows of length >= 1; every
@@ -86,7 +89,8 @@ def rms_norm(x, eps=1e-6):
     mesh, spec = rows
     if tuple(jax.typeof(x).sharding.spec) != tuple(spec):
         # Each row must be whole on one device: gather a sharded last axis.
-        x = jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
+        whole_rows: jax.Array = jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
+        x = whole_rows
     if all(axis is None for axis in spec):
         return _rms_norm(x, eps)
     # Inside, each block varies over the mesh axes that spec names, and the
@@ -94,13 +98,13 @@ def rms_norm(x, eps=1e-6):
     # shard_map's check of it (check_vma) on: turned off, the transpose sums
     # every cotangent over the mesh axes the spec leaves unnamed, an
     # all-reduce that the plain-JAX gradient does not have.
-    local = jax.shard_map(
+    local: Callable[[jax.Array], jax.Array] = jax.shard_map(
         lambda block: _rms_norm(block, eps), mesh=mesh, in_specs=spec, out_specs=spec
     )
     return local(x)
 
 
-def _row_sharding(x):
+def _row_sharding(x: jax.Array) -> tuple[Mesh | AbstractMesh, jax.P] | None:
     """(mesh, spec): x's sharding with every row whole on one device (the last
     axis unsharded), when x is sharded and JAX knows it while tracing
     (explicit-axes meshes); else None.
@@ -121,11 +125,11 @@ def _row_sharding(x):
     return sharding.mesh, jax.P(*spec[:-1], None)
 
 
-def _residual_dtype(dtype):
+def _residual_dtype(dtype: DTypeLike) -> DTypeLike:
     return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
-def _result_type(x, shape, dtype):
+def _result_type(x: jax.Array, shape: tuple[int, ...], dtype: DTypeLike) -> jax.ShapeDtypeStruct:
     """The type of an FFI result laid out in x's rows: shape and dtype as
     given, x's mesh and row sharding, and x's varying manual axes.
 
@@ -147,35 +151,40 @@ def _result_type(x, shape, dtype):
     )
 
 
-def _forward(x, eps):
+def _forward(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
     """(y, rinv): the output and 1/rms per row, which the backward reuses."""
-    y = _result_type(x, x.shape, x.dtype)
-    rinv = _result_type(x, x.shape[:-1], _residual_dtype(x.dtype))
+    y_type = _result_type(x, x.shape, x.dtype)
+    rinv_type = _result_type(x, x.shape[:-1], _residual_dtype(x.dtype))
     # vmap_method="broadcast_all": under vmap the handler receives every
     # operand with the batch axis in front, which to a row-wise op is just
     # more rows: one call for the whole batch. Attributes are typed: the
     # handler binds Attr<double>("eps"), so eps must arrive as float64.
-    call = jax.ffi.ffi_call(FORWARD, (y, rinv), vmap_method="broadcast_all")
-    return call(x, eps=np.float64(eps))
+    call = jax.ffi.ffi_call(FORWARD, (y_type, rinv_type), vmap_method="broadcast_all")
+    y, rinv = call(x, eps=np.float64(eps))
+    return y, rinv
 
 
-def _backward(x, rinv, cotangent):
+def _backward(x: jax.Array, rinv: jax.Array, cotangent: jax.Array) -> jax.Array:
     dx = _result_type(x, x.shape, x.dtype)
     call = jax.ffi.ffi_call(BACKWARD, dx, vmap_method="broadcast_all")
     return call(x, rinv, cotangent)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _rms_norm(x, eps):
+def _rms_norm(x: jax.Array, eps: float) -> jax.Array:
     return _forward(x, eps)[0]
 
 
-def _rms_norm_fwd(x, eps):
+# The residuals: x and 1/rms per row.
+type Residuals = tuple[jax.Array, jax.Array]
+
+
+def _rms_norm_fwd(x: jax.Array, eps: float) -> tuple[jax.Array, Residuals]:
     y, rinv = _forward(x, eps)
     return y, (x, rinv)
 
 
-def _rms_norm_bwd(eps, residuals, cotangent):
+def _rms_norm_bwd(eps: float, residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array]:
     del eps  # already folded into rinv
     x, rinv = residuals
     return (_backward(x, rinv, cotangent),)

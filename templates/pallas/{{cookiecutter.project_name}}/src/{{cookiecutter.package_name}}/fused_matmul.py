@@ -13,9 +13,11 @@ bottleneck.
 """
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from . import kernel
 {%- if cookiecutter.backward == "reference" %}
@@ -26,7 +28,25 @@ DTYPES = (jnp.float32, jnp.bfloat16)
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
 
 
-def fused_matmul(a, b, bias, *, block_m=None, block_n=None, block_k=None, interpret=None):
+class Blocks(NamedTuple):
+    """Block sizes, as kernel.matmul takes them (**blocks._asdict()). A tuple,
+    so hashable, as the custom VJP's non-differentiable arguments must be."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+
+
+def fused_matmul(
+    a: ArrayLike,
+    b: ArrayLike,
+    bias: ArrayLike,
+    *,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    block_k: int | None = None,
+    interpret: kernel.Interpret = None,
+) -> jax.Array:
     """gelu(a (m, k) @ b (k, n) + bias (n,)), in the dtype of a.
 
     Block sizes default to kernel.DEFAULT_BLOCKS and are checked against the
@@ -49,68 +69,97 @@ def fused_matmul(a, b, bias, *, block_m=None, block_n=None, block_k=None, interp
     if 0 in a.shape or 0 in b.shape:
         raise ValueError(f"empty operands: a {a.shape}, b {b.shape}")
     given = {"block_m": block_m, "block_n": block_n, "block_k": block_k}
-    blocks = {key: kernel.DEFAULT_BLOCKS[key] if v is None else v for key, v in given.items()}
-    for key, value in blocks.items():
+    blocks = Blocks(**{k: kernel.DEFAULT_BLOCKS[k] if v is None else v for k, v in given.items()})
+    for key, value in blocks._asdict().items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{key} must be a positive int, got {value!r}")
     _check_all_blocks(a, b, bias, blocks)
-    return _fused_matmul(a, b, bias, tuple(blocks.items()), interpret)
+    return _fused_matmul(a, b, bias, blocks, interpret)
 
 
-def _check_all_blocks(a, b, bias, blocks):
+def _check_all_blocks(a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks) -> None:
     """Validate every kernel call this op will make, forward and backward,
     by tracing them abstractly: a bad block size fails here, not in lowering."""
-    calls = [lambda: kernel.matmul(a, b, bias, **blocks, activation="gelu")]
+    sizes = blocks._asdict()
 {%- if cookiecutter.backward == "kernel" %}
-    z = jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype)
-    calls += [
-        lambda: kernel.matmul(z, b, None, **blocks, activation=None, transpose_b=True),
-        lambda: kernel.matmul(a, z, None, **blocks, activation=None, transpose_a=True),
-    ]
+
+    def calls(a: jax.Array, b: jax.Array, bias: jax.Array, dz: jax.Array) -> None:
+        kernel.matmul(a, b, bias, **sizes, activation="gelu")
+        kernel.matmul(dz, b, None, **sizes, activation=None, transpose_b=True)
+        kernel.matmul(a, dz, None, **sizes, activation=None, transpose_a=True)
+
+    # The backward's dz does not exist yet: eval_shape makes it, like the
+    # operands, an abstract array of the output's shape and dtype.
+    dz = jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype)
+    jax.eval_shape(calls, a, b, bias, dz)
+{%- else %}
+    jax.eval_shape(lambda: kernel.matmul(a, b, bias, **sizes, activation="gelu"))
 {%- endif %}
-    for call in calls:
-        jax.eval_shape(call)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _fused_matmul(a, b, bias, blocks, interpret):
-    return kernel.matmul(a, b, bias, **dict(blocks), activation="gelu", interpret=interpret)
+def _fused_matmul(
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+) -> jax.Array:
+    return kernel.matmul(a, b, bias, **blocks._asdict(), activation="gelu", interpret=interpret)
 
 
 {% if cookiecutter.backward == "kernel" -%}
-def _fwd(a, b, bias, blocks, interpret):
-    blocks = dict(blocks)
+# The residuals: the operands and the float32 pre-activation z.
+type Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+
+
+def _fwd(
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+) -> tuple[jax.Array, Residuals]:
     y, z = kernel.matmul(
-        a, b, bias, **blocks, activation="gelu", return_preactivation=True, interpret=interpret
+        a,
+        b,
+        bias,
+        **blocks._asdict(),
+        activation="gelu",
+        return_preactivation=True,
+        interpret=interpret,
     )
     return y, (a, b, bias, z)
 
 
-def _bwd(blocks, interpret, residuals, g):
+def _bwd(
+    blocks: Blocks, interpret: kernel.Interpret, residuals: Residuals, g: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     a, b, bias, z = residuals
     # GELU's derivative at the saved pre-activation, by JAX's own autodiff.
     _, gelu_vjp = jax.vjp(lambda z: jax.nn.gelu(z, approximate=True), z)
     (dz,) = gelu_vjp(g.astype(jnp.float32))
     dz_in = dz.astype(a.dtype)  # feed the MXU / tensor cores in the input dtype
-    blocks = dict(blocks)
+    sizes = blocks._asdict()
     da = kernel.matmul(
-        dz_in, b, None, **blocks, activation=None, transpose_b=True, interpret=interpret
+        dz_in, b, None, **sizes, activation=None, transpose_b=True, interpret=interpret
     )
     db = kernel.matmul(
-        a, dz_in, None, **blocks, activation=None, transpose_a=True, interpret=interpret
+        a, dz_in, None, **sizes, activation=None, transpose_a=True, interpret=interpret
     )
     return da, db, jnp.sum(dz, axis=0).astype(bias.dtype)
 {%- else -%}
-def _fwd(a, b, bias, blocks, interpret):
-    y = kernel.matmul(a, b, bias, **dict(blocks), activation="gelu", interpret=interpret)
+# The residuals: the operands, for the reference's VJP.
+type Residuals = tuple[jax.Array, jax.Array, jax.Array]
+
+
+def _fwd(
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+) -> tuple[jax.Array, Residuals]:
+    y = kernel.matmul(a, b, bias, **blocks._asdict(), activation="gelu", interpret=interpret)
     return y, (a, b, bias)
 
 
-def _bwd(blocks, interpret, residuals, g):
+def _bwd(
+    blocks: Blocks, interpret: kernel.Interpret, residuals: Residuals, g: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     # The reference's VJP: XLA recomputes the pre-activation and runs its own
     # matmuls. Same maths as the kernel, so the gradients agree.
     _, reference_vjp = jax.vjp(fused_matmul_reference, *residuals)
-    return reference_vjp(g)
+    grads: tuple[jax.Array, jax.Array, jax.Array] = reference_vjp(g)
+    return grads
 {%- endif %}
 
 
