@@ -17,9 +17,7 @@ def option_combinations(rung):
     options left at their defaults; repository_variants covers the latter)."""
     options = load_options(template_dir(rung))
     choices = {
-        key: o.choices
-        for key, o in options.items()
-        if o.choices and key not in REPOSITORY_OPTIONS
+        key: o.choices for key, o in options.items() if o.choices and key not in REPOSITORY_OPTIONS
     }
     for values in itertools.product(*choices.values()):
         yield dict(zip(choices, values, strict=True))
