@@ -1,5 +1,5 @@
 """The FFI template's native checks, run here the way its CI runs them: the
-jobs of `.github/workflows/native.yml` each call `tools/native-checks.sh`, and
+workflows `cuda.yml` and `sanitizers.yml` each call `tools/native-checks.sh`, and
 so do these tests, so a step that breaks fails here first.
 
 - `cuda`: nvcc, the CUDA headers and runtime from PyPI compile the CUDA handler
@@ -34,7 +34,8 @@ def overlay_venv(path: Path) -> Path:
     everything else from this one. Returns its bin folder."""
     venv.create(path, with_pip=False)
     (site,) = path.glob("lib/python*/site-packages")
-    (site / "kit-packages.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    paths = dict.fromkeys(sysconfig.get_path(key) for key in ("purelib", "platlib"))
+    (site / "kit-packages.pth").write_text("".join(f"{p}\n" for p in paths))
     return path / "bin"
 
 

@@ -1,7 +1,7 @@
 """What only the FFI rung needs beyond test_templates.py (which already bakes,
 builds and tests every option combination): its tests once more under
-AddressSanitizer and UndefinedBehaviorSanitizer, and both documented ways to
-build it in a brand-new environment."""
+AddressSanitizer and UndefinedBehaviorSanitizer. (Its wheel, and the README's
+editable dev loop in a brand-new environment: test_wheels.py.)"""
 
 import os
 import shutil
@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import fresh_venv
 
 from jax_ladder.rungs import by_name
 from jax_ladder.runner import run_project_tests
@@ -65,41 +64,3 @@ def test_project_tests_pass_under_asan_and_ubsan(tmp_path):
     # to load unless the ASan runtime comes first, so the preload took effect).
     (module,) = (project / "build" / "asan").glob("_ffi*.so")
     assert b"__asan_report" in module.read_bytes()
-
-
-@pytest.mark.slow
-def test_isolated_install_and_the_fast_dev_loop_work_in_a_fresh_venv(tmp_path):
-    project = scaffold(FFI, tmp_path / "out", {"cuda": "no"})
-    run = fresh_venv(tmp_path / "venv", cwd=project)
-
-    # 1. What a user runs first: an isolated build from the declared requirements.
-    run("-m", "pip", "install", "--quiet", ".[test]")
-    run(
-        "-c",
-        "import importlib.util, sys; sys.exit(importlib.util.find_spec('jax_ladder') is not None)",
-    )
-    # The tests that import the installed package (export: flatbuffers is
-    # declared); test_templates.py runs the whole suite on every combination.
-    result = run(
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "tests/test_rms_norm.py",
-        "tests/test_export.py",
-    )
-    assert " passed" in result.stdout
-    assert "failed" not in result.stdout
-    run("benchmarks/bench.py", "--quick")
-
-    # 2. The README's fast dev loop: editable, no build isolation, then a C++
-    # change rebuilds incrementally in the fixed build directory.
-    run("-m", "pip", "install", "--quiet", "scikit-build-core", "nanobind")
-    run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".")
-    kernels = project / "csrc" / "rms_norm_kernels.cc"
-    kernels.write_text(kernels.read_text() + "\n// an edit\n")
-    run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".")
-    result = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rms_norm.py")
-    assert " passed" in result.stdout
-    assert "failed" not in result.stdout

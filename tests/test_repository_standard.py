@@ -41,8 +41,8 @@ def tool(name, *args):
 
 @pytest.fixture(scope="module")
 def bakes(tmp_path_factory):
-    """{variant id: (combo, project folder)}, each a fresh git repository (as
-    a user's first commit would be; repo-review reads the tree as git does)."""
+    """{variant id: (rung, combo, project folder)}, each made a git repository
+    as its user would (repo-review 2026.8 reads the files the same without)."""
     root = tmp_path_factory.mktemp("standard")
     projects = {}
     for rung, combo in VARIANTS:

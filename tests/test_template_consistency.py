@@ -70,6 +70,7 @@ SHARED_DEFINITIONS = {
     f"{P}/tests/conftest.py": (
         "rng",
         "pytest_terminal_summary",
+        "pytest_report_header",
         "REQUIRED_PLATFORM",
         "pytest_configure",
         "fail_if_skipped",

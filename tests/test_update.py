@@ -2,6 +2,7 @@
 and refuses, changing nothing, where it cannot; the cruft route works too."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from jax_ladder.generation import (
 from jax_ladder.rungs import by_name
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
+from jax_ladder.versions import JAX_SPEC
 
 GIT = ["git", "-c", "user.name=owner", "-c", "user.email=owner@example.org"]
 OP = "src/safe_distances/pairwise_distances.py"
@@ -218,3 +220,22 @@ def test_cruft_route_from_a_local_clone_offline(tmp_path):
     assert check.returncode != 0
     subprocess.run([*cruft, "update", "-y"], cwd=project, check=True, capture_output=True)
     assert (project / "tests/oracle.py").read_text().endswith("# Template fix.\n")
+
+
+def test_the_projects_tests_say_when_jax_is_outside_the_pinned_range(project):
+    def header():
+        command = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider"]
+        env = {**os.environ, "PYTHONPATH": str(project / "src")}
+        result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout[-2000:]
+        return [line for line in result.stdout.splitlines() if "outside the range" in line]
+
+    assert header() == []
+    pyproject = project / "pyproject.toml"
+    pinned = pyproject.read_text()
+    assert pinned.count(f'"jax{JAX_SPEC}"') == 1
+    future = "==99.0"  # a JAX that does not exist yet
+    pyproject.write_text(pinned.replace(f'"jax{JAX_SPEC}"', f'"jax{future}"'))
+    (line,) = header()
+    assert f"({future})" in line
+    assert "jax-ladder update" in line

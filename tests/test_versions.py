@@ -60,7 +60,9 @@ def test_each_template_receives_the_range_as_a_private_variable(template):
     context = json.loads((template / "cookiecutter.json").read_text())
     assert context["_jax_spec"] == JAX_SPEC
     pyproject = (template / PROJECT / "pyproject.toml").read_text()
-    pins = re.findall(r'"jax(?:\[[\w,]+\])?([^"]*)"', pyproject)
+    # A requirement: "jax" then extras, then a version operator or the Jinja
+    # variable (not a module path such as mypy's "jax._src").
+    pins = re.findall(r'"jax(?:\[[\w,]+\])?((?:[<>=!~]|\{\{)[^"]*)"', pyproject)
     assert pins, pyproject
     assert set(pins) == {"{{ cookiecutter._jax_spec }}"}, pins
 

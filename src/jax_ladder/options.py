@@ -21,7 +21,7 @@ TRUE, FALSE = {"true", "yes", "y", "1", "on"}, {"false", "no", "n", "0", "off"}
 # its CI), never its code: the kit bakes each of their values once, with the
 # other options at their defaults, instead of crossing them with every code
 # option (which would multiply the bakes that run the project's tests).
-REPOSITORY_OPTIONS = frozenset({"license", "copyright_holder", "accelerator_ci"})
+REPOSITORY_OPTIONS = frozenset({"license", "copyright_holder", "copyright_year", "accelerator_ci"})
 
 
 class UsageError(Exception):
@@ -61,7 +61,8 @@ def load_options(template: Path) -> dict[str, Option]:
         if isinstance(value, list):
             options[key] = Option(key, value[0], tuple(str(v) for v in value), prompt=prompt)
         else:
-            derived = isinstance(value, str) and "{{" in value
+            # A Jinja expression ({{ }}) or tag ({% now %}) of other options.
+            derived = isinstance(value, str) and ("{{" in value or "{%" in value)
             options[key] = Option(key, value, derived=derived, prompt=prompt)
     return options
 

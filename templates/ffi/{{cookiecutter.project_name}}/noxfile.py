@@ -8,7 +8,7 @@
     nox -s tests -- -x  # one session; arguments after -- go to its tool
     nox -l              # list the sessions
 
-(`pipx run nox`, or `./noxfile.py` with uv installed, work without installing nox.)
+(`pipx run nox ...` or `uv run noxfile.py ...` work without installing nox.)
 """
 
 import shutil

@@ -1,9 +1,12 @@
 import os
+import tomllib
 import zlib
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from packaging.requirements import Requirement  # packaging: a dependency of pytest
 
 from oracle import WORST
 
@@ -24,6 +27,24 @@ def pytest_terminal_summary(terminalreporter):
             f"oracle: worst error {WORST['error']:.2e} "
             f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}"
         )
+
+
+def pytest_report_header():
+    """Say, once at the start of a run, when the installed JAX is outside the
+    range this project pins (and was tested on): JAX's extension APIs change
+    between releases."""
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    if not pyproject.is_file():  # tests run against an installed wheel
+        return None
+    dependencies = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    (pin,) = [r for r in map(Requirement, dependencies) if r.name == "jax"]
+    if pin.specifier.contains(jax.__version__, prereleases=True):
+        return None
+    return (
+        f"WARNING: JAX {jax.__version__} is outside the range this project was tested on "
+        f"({pin.specifier}). `jax-ladder update` takes the starter's fixes for newer JAX; "
+        "widen the pin in pyproject.toml only once the tests pass."
+    )
 
 
 # REQUIRE_ACCELERATOR=gpu or tpu (the accelerator workflow sets it) marks a run

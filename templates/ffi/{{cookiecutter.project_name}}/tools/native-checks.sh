@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The native checks that .github/workflows/native.yml runs, one command each, to
+# The native checks that .github/workflows/cuda.yml and sanitizers.yml run, to
 # run locally too (Linux, from any directory, in the virtual environment you
 # develop in: the project is installed into it in editable mode):
 #
