@@ -31,6 +31,7 @@ IDENTICAL = [
     f"{P}/docs/index.md",
     f"{P}/docs/api.md",
     f"{P}/.github/workflows/cd.yml",
+    f"{P}/MANIFEST.in",
 ]
 # (template, file): why that template's copy adds lines to the common text.
 # It may only add: every line of the common copy stays, in order.
@@ -59,6 +60,10 @@ ADDITIONS = {
 }
 # (template, file): why that template has no copy of a listed file at all.
 ABSENT = {
+    ("ffi", f"{P}/MANIFEST.in"): (
+        "MANIFEST.in is setuptools'; scikit-build-core's sdist holds every file "
+        ".gitignore does not exclude"
+    ),
     ("ffi", f"{P}/_accelerator_ci/tpu.yml"): (
         "its handlers are for the CPU and CUDA: a TPU has no code of this project to run"
     ),

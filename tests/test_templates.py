@@ -2,7 +2,7 @@
 bar: lint-clean, no Jinja left, its own tests pass against its oracle.
 
 Baked projects run in this (shared) environment with src/ on the path;
-test_fresh_env.py installs one into a new environment instead.
+test_wheels.py installs each default project's wheel into a new environment.
 """
 
 import re
