@@ -1,4 +1,5 @@
 import itertools
+import os
 import subprocess
 import sys
 import venv
@@ -10,6 +11,27 @@ from jax_ladder.options import REPOSITORY_OPTIONS, load_options
 from jax_ladder.rungs import available, template_dir
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Bakes with a CUDA handler compile it (and recompile it for each C++ mutant)
+# for one GPU architecture rather than the project's default, every major one:
+# what the kit checks is that it compiles, and one architecture takes a third
+# of the time. The generated CMakeLists.txt honours CMake's CUDAARCHS.
+os.environ.setdefault("CUDAARCHS", "75")
+
+
+def pytest_collection_modifyitems(items):
+    """Slowest first (tests marked slow, then the FFI bakes' own tests and
+    mutants, which build C++): the two workers then even out on the short
+    tests at the end instead of one finishing a long test alone. (Other
+    bakes keep their place, beside the other tests of the same bake.)"""
+
+    def rank(item):
+        ffi_bake = item.originalname == "test_own_tests_pass_then_every_mutant_is_killed" and (
+            "[ffi-" in item.name
+        )
+        return (item.get_closest_marker("slow") is None, not ffi_bake)
+
+    items.sort(key=rank)
 
 
 def option_combinations(rung):

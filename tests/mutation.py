@@ -214,6 +214,27 @@ def _first_failure(output: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
+def spread(mutations: MutationList, combinations: list[dict[str, str]]) -> dict[str, int]:
+    """Mutant name -> index of the one combination the kit's suite kills it in.
+
+    Each live mutant runs once, in a combination it applies to: running every
+    mutant in every combination it applies to would multiply the suite's time
+    by the number of combinations (eight for export) for little more proof.
+    The least-loaded combination is taken (the most specific mutants choose
+    first), so every combination's tests kill some. `python tests/mutation.py`
+    with --set runs all that apply to one combination."""
+    load = [0] * len(combinations)
+    chosen = {}
+    live = [m for m in mutations.mutants if not m.survives]
+    fits = {m.name: [j for j, c in enumerate(combinations) if m.applies_to(c)] for m in live}
+    for mutant in sorted(live, key=lambda m: len(fits[m.name])):
+        if fits[mutant.name]:
+            best = min(fits[mutant.name], key=lambda j: (load[j], j))
+            chosen[mutant.name] = best
+            load[best] += 1
+    return chosen
+
+
 def combination_problems(mutations: MutationList, combinations: list[dict[str, str]]) -> list[str]:
     """What a template's list lacks: enough mutants, every category, enough per combination."""
     problems = []

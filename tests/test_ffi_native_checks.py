@@ -20,6 +20,8 @@ import sysconfig
 import venv
 from pathlib import Path
 
+import pytest
+
 from jax_ladder.rungs import by_name
 from jax_ladder.scaffold import scaffold
 
@@ -72,6 +74,7 @@ def cuda_compile_flags(build: Path) -> str:
     return (build / "CMakeFiles" / "rms_norm_cuda.dir" / "flags.make").read_text()
 
 
+@pytest.mark.slow
 def test_cuda_handler_compiles_with_nvcc_from_pypi(tmp_path):
     project = scaffold(FFI, tmp_path / "out", {"cuda": "yes"})
     bin_dir = overlay_venv(tmp_path / "venv")
@@ -99,6 +102,7 @@ def test_cuda_check_has_nothing_to_do_without_a_cuda_handler(tmp_path):
     assert not (project / "build").exists()
 
 
+@pytest.mark.slow
 def test_project_tests_pass_under_the_sanitizer_script(tmp_path):
     project = scaffold(FFI, tmp_path / "out", {})
     bin_dir = overlay_venv(tmp_path / "venv")

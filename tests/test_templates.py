@@ -102,11 +102,17 @@ def test_mutation_list_covers_every_category_and_combination(rung):
     mutations = mutation.load(template_dir(rung))
     combinations = list(option_combinations(rung))
     assert mutation.combination_problems(mutations, combinations) == []
+    # The suite runs each mutant once (mutation.spread): every live one, and
+    # every combination's tests kill some.
+    chosen = mutation.spread(mutations, combinations)
+    assert set(chosen) == {m.name for m in mutations.mutants if not m.survives}
+    assert set(chosen.values()) == set(range(len(combinations)))
 
 
 def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     """The project's own tests pass against its oracle; then, for each mutant of
-    its mutations.toml that applies to this combination, they fail.
+    its mutations.toml that mutation.spread gives this combination (every
+    mutant runs in one combination it applies to), they fail.
 
     One test, so that one build (minutes for a CUDA bake) serves both and the
     baseline is known to pass before any mutant runs. (xdist's loadgroup cannot
@@ -119,11 +125,11 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     assert run.worst_fraction <= 100
 
     rung, combo = request.node.callspec.params["baked"]
-    mutants = [
-        m
-        for m in mutation.load(template_dir(rung)).mutants
-        if m.applies_to(combo) and not m.survives
-    ]
+    mutations = mutation.load(template_dir(rung))
+    combinations = list(option_combinations(rung))
+    here = combinations.index(combo)
+    chosen = mutation.spread(mutations, combinations)
+    mutants = [m for m in mutations.mutants if chosen.get(m.name) == here]
     outcomes = [built.run_mutant(m) for m in mutants]
     killed = sum(o.killed for o in outcomes)
     seconds = sum(o.seconds for o in outcomes)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import run_cli
 
 from jax_ladder import update as updating
 from jax_ladder.generation import (
@@ -19,13 +19,16 @@ from jax_ladder.generation import (
     read_generation,
     record,
 )
-from jax_ladder.rungs import by_name
+from jax_ladder.rungs import by_name, template_dir
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
 from jax_ladder.versions import JAX_SPEC
 
 GIT = ["git", "-c", "user.name=owner", "-c", "user.email=owner@example.org"]
 OP = "src/safe_distances/pairwise_distances.py"
+# The templates `jax-ladder new` used (the installed kit's), which the tests'
+# changed copies start from.
+KIT_TEMPLATES = template_dir(by_name("custom-vjp")).parent
 DROPPED = "benchmarks/bench.py"  # the file the changed template removes
 
 
@@ -53,7 +56,7 @@ def prepend(path, line):
 def changed_kit(tmp_path):
     """A copy of the kit's templates with one change of each kind."""
     templates = tmp_path / "kit" / "templates"
-    shutil.copytree(REPO / "templates", templates)
+    shutil.copytree(KIT_TEMPLATES, templates)
     template = templates / "custom-vjp"
     root = template / "{{cookiecutter.project_name}}"
     # A fix in a file the owner did not touch, and one in a file they did.
@@ -199,7 +202,7 @@ def test_cruft_route_from_a_local_clone_offline(tmp_path):
     """A project made with cruft from a clone of the kit: `cruft check` flags a
     template change, `cruft update` applies it."""
     kit = tmp_path / "kit"
-    shutil.copytree(REPO / "templates", kit / "templates")
+    shutil.copytree(KIT_TEMPLATES, kit / "templates")
     git(kit, "init", "-q")
     commit_all(kit, "kit")
     cruft = [sys.executable, "-m", "cruft"]

@@ -67,7 +67,12 @@ SDIST_CONTENT = (
 
 
 def files_in(project: Path) -> set[str]:
-    return {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()}
+    """The project's files, bytecode caches aside."""
+    return {
+        str(p.relative_to(project))
+        for p in project.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def objects_in(build: Path) -> dict[str, int]:
