@@ -175,11 +175,11 @@ def cmd_update(args: Args) -> int:
     changes = updating.template_changes(renders)
     if args.check:
         if not changes:
-            print(f"{args.project}: up to date with jax-ladder {__version__}")
+            print(f"{_name(args.project)}: up to date with jax-ladder {__version__}")
             return 0
         listed = ", ".join(changes[:5]) + (", ..." if len(changes) > 5 else "")
         print(
-            f"{args.project}: behind jax-ladder {__version__}'s template: {len(changes)} "
+            f"{_name(args.project)}: behind jax-ladder {__version__}'s template: {len(changes)} "
             f"file(s) differ ({listed}); run 'jax-ladder update'"
         )
         return 1
@@ -188,6 +188,10 @@ def cmd_update(args: Args) -> int:
         return 0
     plan = updating.apply(args.project, renders)
     return _report_update(args.project, plan)
+
+
+def _name(project: Path) -> str:
+    return project.resolve().name
 
 
 def _report_update(project: Path, plan: updating.Plan) -> int:
@@ -203,7 +207,7 @@ def _report_update(project: Path, plan: updating.Plan) -> int:
     for line in plan.attention:
         print(f"  ATTENTION {line}")
     if not plan.changed and not plan.attention:
-        print(f"{project}: already up to date with jax-ladder {__version__}")
+        print(f"{_name(project)}: already up to date with jax-ladder {__version__}")
         return 0
     if plan.conflicts or plan.attention:
         print(

@@ -127,8 +127,10 @@ def diff(renders: Renders) -> str:
 
 def refuse_uncommitted_work(project: Path) -> None:
     """Updating rewrites files: only do it where git can show and undo it."""
+    # Untracked files count as uncommitted work: the update may write to a
+    # path the owner created, or add one beside it.
     result = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "."],
+        ["git", "status", "--porcelain", "."],
         cwd=project,
         capture_output=True,
         text=True,
@@ -140,8 +142,8 @@ def refuse_uncommitted_work(project: Path) -> None:
         )
     if result.stdout.strip():
         raise UsageError(
-            f"{str(project)!r} has uncommitted changes; commit or stash them first "
-            "(update never overwrites uncommitted work)"
+            f"{str(project)!r} has uncommitted changes or untracked files; commit or stash "
+            "them first (update never overwrites uncommitted work)"
         )
 
 
