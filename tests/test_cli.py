@@ -31,7 +31,14 @@ def test_new_with_defaults_prints_next_steps(tmp_path):
     assert result.returncode == 0, result.stderr
     project = tmp_path / "safe-distances"
     assert (project / "src" / "safe_distances" / "pairwise_distances.py").is_file()
-    for step in (f"cd {project}", "pip install -e '.[test]'", "pytest", "benchmarks/bench.py"):
+    steps = (
+        f"cd {project}",
+        "git init",
+        "pip install -e '.[test]'",
+        "pytest",
+        "benchmarks/bench.py",
+    )
+    for step in steps:
         assert step in result.stdout
 
 

@@ -144,6 +144,8 @@ def cmd_new(args: Args) -> int:
     project = scaffold(rung, args.output_dir, given, prompt=_ask if interactive else None)
     print(f"Created {project}\n\nNext steps:")
     print(f"  cd {project}")
+    # `jax-ladder update` merges only into committed work.
+    print("  git init && git add -A && git commit -m 'jax-ladder new'")
     print("  python -m pip install -e '.[test]'")
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
