@@ -58,7 +58,7 @@ def test_prompt_repeats_until_the_answer_is_valid(monkeypatch, capsys):
 
 BAD_INPUT = [
     (["new", "nope"], "unknown rung 'nope'"),
-    (["new", "internals"], "no template for 'internals'"),
+    (["new", "transforms"], "no template for 'transforms'"),
     (["new", "custom-vjp", "--name", "1st-op"], "project name '1st-op' is invalid"),
     (["new", "custom-vjp", "--name", "my op"], "project name 'my op' is invalid"),
     (["new", "custom-vjp", "--name", "x" * 33], "use at most 32"),

@@ -100,6 +100,7 @@ OPS = {
     "custom-partitioning": ("sharded_top_k.py", "top_k"),
     "pallas": ("fused_matmul.py", "fused_matmul"),
     "ffi": ("rms_norm.py", "rms_norm"),
+    "internals": ("tridiagonal_matvec.py", "tridiagonal_matvec"),
 }
 
 

@@ -42,6 +42,9 @@ ADDITIONS = {
     ("custom-partitioning", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices, set before JAX starts, for the sharding tests"
     ),
+    ("internals", f"{P}/tests/conftest.py"): (
+        "eight simulated CPU devices, set before JAX starts, for the sharding test"
+    ),
     ("ffi", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices for the sharding tests, and the CPU as the default "
         "device: the tests check the CPU handler even where a GPU is present"

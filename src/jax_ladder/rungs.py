@@ -60,7 +60,7 @@ LADDER: tuple[Rung, ...] = (
         9,
         "internals",
         "new primitives and JAX internals",
-        instead="read jax/_src; jax.extend",
+        template="internals",
     ),
 )
 

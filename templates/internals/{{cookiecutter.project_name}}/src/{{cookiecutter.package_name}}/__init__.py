@@ -1,0 +1,6 @@
+"""The tridiagonal matrix-vector product as a new JAX primitive, with its own rules."""
+
+from .reference import tridiagonal_matvec_reference
+from .tridiagonal_matvec import tridiagonal_matvec, tridiagonal_matvec_p
+
+__all__ = ["tridiagonal_matvec", "tridiagonal_matvec_p", "tridiagonal_matvec_reference"]

@@ -1,0 +1,163 @@
+"""A new JAX primitive: the tridiagonal matrix-vector product.
+
+    y[..., i] = dl[..., i] * x[..., i-1] + d[..., i] * x[..., i] + du[..., i] * x[..., i+1]
+
+dl, d and du are the sub-, main and super-diagonal in LAPACK's gtsv layout
+(that of jax.lax.linalg.tridiagonal_solve): all four operands have the same
+shape (*batch, n), and dl[..., 0] and du[..., n-1] lie outside the matrix and
+are ignored.
+
+The product is linear in x and, separately, in the three bands, so each rule
+below is short and exact: the JVP is the sum of two products, the transpose
+with respect to x is the product with the transposed matrix (the primitive
+again, so derivatives of every order stay inside it), and batching moves the
+batch axis to the front and makes one call instead of a loop.
+
+Only public registration points are used (see the README for which of them
+JAX documents as stable): jax.extend.core.Primitive, jax.core.ShapedArray,
+jax.interpreters.mlir (lower_fun, register_lowering), jax.interpreters.ad
+(primitive_jvps, primitive_transposes, is_undefined_primal, instantiate_zeros,
+Zero) and jax.interpreters.batching (primitive_batchers, bdim_at_front).
+"""
+
+# JAX's extension points (Primitive.bind, the rule registries' helpers) carry
+# no type annotations, so strict mypy would flag every call into them; the
+# rest of the package stays strict.
+# mypy: disallow-untyped-calls=False, warn-return-any=False
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+tridiagonal_matvec_p = Primitive("tridiagonal_matvec")
+
+
+def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+    """The tridiagonal matrix (dl, d, du) times x, along the last axis.
+
+    dl, d and du are the sub-, main and super-diagonal; any leading axes are
+    batch axes. The first entry of dl and the last of du lie outside the
+    matrix and are ignored. Operands must share one shape and
+    one floating-point dtype: the primitive raises TypeError at trace time
+    otherwise (no implicit promotion or broadcasting).
+    """
+    return tridiagonal_matvec_p.bind(*(jnp.asarray(a) for a in (dl, d, du, x)))
+
+
+# --- The computation, in existing JAX operations -----------------------------
+def _shift_down(v: jax.Array) -> jax.Array:
+    """out[..., i] = v[..., i-1], and 0 at i = 0."""
+    config = [(0, 0, 0)] * (v.ndim - 1) + [(1, -1, 0)]
+    return lax.pad(v, jnp.zeros((), v.dtype), config)
+
+
+def _shift_up(v: jax.Array) -> jax.Array:
+    """out[..., i] = v[..., i+1], and 0 at i = n-1."""
+    config = [(0, 0, 0)] * (v.ndim - 1) + [(-1, 1, 0)]
+    return lax.pad(v, jnp.zeros((), v.dtype), config)
+
+
+def _compute(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+    # Elementwise along the last axis: O(n) work and memory, where the dense
+    # product is O(n^2), and every leading axis stays independent (so a
+    # sharded batch axis needs no communication).
+    return dl * _shift_down(x) + d * x + du * _shift_up(x)
+
+
+# --- Abstract evaluation: shapes, dtypes, and the primitive's own errors ------
+def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
+    if x.ndim < 1:
+        raise TypeError(f"tridiagonal_matvec: x must have at least one axis, got shape {x.shape}")
+    for name, aval in zip(("dl", "d", "du"), (dl, d, du), strict=True):
+        if aval.shape != x.shape:
+            raise TypeError(
+                f"tridiagonal_matvec: {name} has shape {aval.shape}, but every operand "
+                f"must have the shape of x, {x.shape}"
+            )
+        if aval.dtype != x.dtype:
+            raise TypeError(
+                f"tridiagonal_matvec: {name} has dtype {aval.dtype}, but every operand "
+                f"must have the dtype of x, {x.dtype}"
+            )
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"tridiagonal_matvec: needs floating-point operands, got {x.dtype}")
+    # The result is sharded like x: under an explicit mesh (jax.set_mesh) an
+    # aval carries its sharding, and the output keeps every axis of x.
+    return jax.core.ShapedArray(x.shape, x.dtype, sharding=x.sharding)
+
+
+tridiagonal_matvec_p.def_abstract_eval(_abstract_eval)
+
+_compiled = jax.jit(_compute)
+
+
+def _impl(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+    # Eager calls skip abstract evaluation, so check here too: the user gets
+    # the primitive's error, not one from inside its implementation.
+    _abstract_eval(*(jax.typeof(a) for a in (dl, d, du, x)))
+    return _compiled(dl, d, du, x)
+
+
+tridiagonal_matvec_p.def_impl(_impl)
+
+# --- Lowering: to existing StableHLO operations, on every platform ------------
+mlir.register_lowering(tridiagonal_matvec_p, mlir.lower_fun(_compute, multiple_results=False))
+
+
+# --- JVP: the product rule of a bilinear map ----------------------------------
+def _jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[jax.Array, jax.Array]:
+    dl, d, du, x = primals
+    tdl, td, tdu, tx = tangents
+    y = tridiagonal_matvec_p.bind(dl, d, du, x)
+    # Symbolic zeros (ad.Zero) stand for tangents of inputs that are not being
+    # differentiated: skip their term rather than multiply by zeros.
+    terms = []
+    if any(type(t) is not ad.Zero for t in (tdl, td, tdu)):
+        bands = [ad.instantiate_zeros(t) for t in (tdl, td, tdu)]
+        terms.append(tridiagonal_matvec_p.bind(*bands, x))
+    if type(tx) is not ad.Zero:
+        terms.append(tridiagonal_matvec_p.bind(dl, d, du, tx))
+    return y, sum(terms[1:], terms[0])
+
+
+ad.primitive_jvps[tridiagonal_matvec_p] = _jvp
+
+
+# --- Transpose: for whichever side the linear program is linear in ------------
+def _transpose(ct: Any, dl: Any, d: Any, du: Any, x: Any) -> list[Any]:
+    # Each JVP term above is linear in either x or the bands, never both, so
+    # exactly one side is undefined (ad.UndefinedPrimal) here.
+    operands = (dl, d, du, x)
+    if type(ct) is ad.Zero:
+        return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in operands]
+    if ad.is_undefined_primal(x):
+        if any(ad.is_undefined_primal(a) for a in (dl, d, du)):
+            raise NotImplementedError("tridiagonal_matvec is bilinear: transpose one side only")
+        # The transposed matrix has sub-diagonal du[i-1] and super-diagonal dl[i+1].
+        ct_x = tridiagonal_matvec_p.bind(_shift_down(du), d, _shift_up(dl), ct)
+        return [None, None, None, ct_x]
+    # The bands are linear, x is known: d y_i / d dl_i = x_{i-1}, and so on.
+    ct_bands = (ct * _shift_down(x), ct * x, ct * _shift_up(x))
+    return [
+        c if ad.is_undefined_primal(a) else None for c, a in zip(ct_bands, (dl, d, du), strict=True)
+    ] + [None]
+
+
+ad.primitive_transposes[tridiagonal_matvec_p] = _transpose
+
+
+# --- Batching: one call on a leading batch axis, not a loop -------------------
+def _batch(args: tuple[jax.Array, ...], dims: tuple[int | None, ...]) -> tuple[jax.Array, int]:
+    # The primitive already takes any leading axes, so a vmapped axis becomes
+    # one more of them: move it to the front (an unbatched operand, dim None,
+    # is broadcast, which XLA fuses rather than materializes).
+    size = next(a.shape[b] for a, b in zip(args, dims, strict=True) if b is not None)
+    moved = [batching.bdim_at_front(a, b, size) for a, b in zip(args, dims, strict=True)]
+    return tridiagonal_matvec_p.bind(*moved), 0
+
+
+batching.primitive_batchers[tridiagonal_matvec_p] = _batch

@@ -1,0 +1,27 @@
+"""The JAX extension points this project relies on, by name: when a JAX release
+moves one, this fails first and says which (see the README's API table)."""
+
+import importlib
+
+import pytest
+
+USED = {
+    "jax.extend.core": ["Primitive"],
+    "jax.core": ["ShapedArray"],
+    "jax.interpreters.mlir": ["lower_fun", "register_lowering"],
+    "jax.interpreters.ad": [
+        "primitive_jvps",
+        "primitive_transposes",
+        "Zero",
+        "instantiate_zeros",
+        "is_undefined_primal",
+    ],
+    "jax.interpreters.batching": ["primitive_batchers", "bdim_at_front"],
+}
+
+
+@pytest.mark.parametrize(("module", "names"), USED.items(), ids=list(USED))
+def test_extension_points_exist(module, names):
+    loaded = importlib.import_module(module)
+    missing = [name for name in names if not hasattr(loaded, name)]
+    assert not missing, f"{module} no longer has {missing}: see JAX's changelog"

@@ -1,0 +1,207 @@
+"""The primitive against the float64 NumPy oracle (and the plain-JAX
+reference): values, every transformation rule, sharding, export, bad input."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+from jax.sharding import PartitionSpec as P
+from jax.test_util import check_grads
+
+from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matvec_reference
+
+from oracle import (
+    assert_close,
+    rtol_for,
+    shape_id,
+    tridiagonal_matvec_f64,
+    tridiagonal_matvec_vjp_f64,
+)
+
+# (*batch, n): n = 1 and 2 (the ignored corners are all there is), odd n, batches.
+SHAPES = [(1,), (2,), (7,), (4, 1), (3, 33), (2, 3, 64), (4096,)]
+DTYPES = ["float32", "float64"]
+ALL = (0, 1, 2, 3)
+
+
+def operands(rng, shape, dtype="float32"):
+    return [jnp.asarray(rng.standard_normal(shape), dtype) for _ in range(4)]
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_values_match_float64_oracle(rng, shape, dtype, jit):
+    args = operands(rng, shape, dtype)
+    f = jax.jit(tridiagonal_matvec) if jit else tridiagonal_matvec
+    got = f(*args)
+    assert got.dtype == jnp.dtype(dtype)
+    assert_close(got, tridiagonal_matvec_f64(*args), rtol_for(dtype))
+
+
+def test_ignored_corners_do_not_matter(rng):
+    dl, d, du, x = operands(rng, (5, 8))
+    moved = tridiagonal_matvec(dl.at[:, 0].set(1e3), d, du.at[:, -1].set(-1e3), x)
+    np.testing.assert_array_equal(moved, tridiagonal_matvec(dl, d, du, x))
+
+
+def test_jaxpr_holds_the_primitive_as_one_equation(rng):
+    jaxpr = jax.make_jaxpr(tridiagonal_matvec)(*operands(rng, (3, 8))).jaxpr
+    assert [eqn.primitive.name for eqn in jaxpr.eqns] == ["tridiagonal_matvec"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_gradients_match_float64_oracle(rng, shape, dtype):
+    args = operands(rng, shape, dtype)
+    cotangent = jnp.asarray(rng.standard_normal(shape), dtype)
+
+    def loss(*args):
+        return jnp.sum(cotangent * tridiagonal_matvec(*args))
+
+    got = jax.jit(jax.grad(loss, argnums=ALL))(*args)
+    for g, w in zip(got, tridiagonal_matvec_vjp_f64(*args, cotangent), strict=True):
+        assert_close(g, w, 10 * rtol_for(dtype))
+
+
+@pytest.mark.parametrize("shape", SHAPES[:5], ids=shape_id)
+def test_jvp_matches_float64_oracle(rng, shape):
+    args = operands(rng, shape, "float64")
+    tangents = operands(rng, shape, "float64")
+    y, ty = jax.jit(lambda a, t: jax.jvp(tridiagonal_matvec, a, t))(tuple(args), tuple(tangents))
+    dl, d, du, x = args
+    tdl, td, tdu, tx = tangents
+    want = tridiagonal_matvec_f64(tdl, td, tdu, x) + tridiagonal_matvec_f64(dl, d, du, tx)
+    assert_close(y, tridiagonal_matvec_f64(*args), rtol_for("float64"))
+    assert_close(ty, want, rtol_for("float64"))
+
+
+@pytest.mark.parametrize("argnums", [(3,), (0, 1, 2), (0, 3), ALL], ids=str)
+def test_partial_gradients_match_reference(rng, argnums):
+    # Symbolic-zero tangents take other paths through the JVP and transpose rules.
+    args = operands(rng, (3, 9), "float64")
+
+    def loss(f):
+        return lambda *a: jnp.sum(jnp.sin(f(*a)))
+
+    got = jax.grad(loss(tridiagonal_matvec), argnums=argnums)(*args)
+    want = jax.grad(loss(tridiagonal_matvec_reference), argnums=argnums)(*args)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, 10 * rtol_for("float64"))
+
+
+@pytest.mark.parametrize("modes", [["fwd"], ["rev"]], ids=str)
+def test_check_grads_to_second_order(rng, modes):
+    args = operands(rng, (2, 6), "float64")
+    check_grads(tridiagonal_matvec, args, order=2, modes=modes)
+
+
+def test_linearize_and_linear_transpose_match_oracle(rng):
+    dl, d, du, x = operands(rng, (3, 10), "float64")
+    tx, ct = operands(rng, (3, 10), "float64")[:2]
+    y, f_lin = jax.linearize(lambda x: tridiagonal_matvec(dl, d, du, x), x)
+    assert_close(f_lin(tx), tridiagonal_matvec_f64(dl, d, du, tx), rtol_for("float64"))
+    (ct_x,) = jax.linear_transpose(lambda x: tridiagonal_matvec(dl, d, du, x), x)(ct)
+    assert_close(ct_x, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[3], rtol_for("float64"))
+    # Transposing with respect to the bands, x fixed.
+    ct_bands = jax.linear_transpose(lambda *b: tridiagonal_matvec(*b, x), dl, d, du)(ct)
+    for g, w in zip(ct_bands, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[:3], strict=True):
+        assert_close(g, w, rtol_for("float64"))
+
+
+def test_vmap_over_other_axes_is_one_call(rng):
+    dl, d, du = operands(rng, (12,))[:3]
+    xs = jnp.asarray(rng.standard_normal((12, 5)), jnp.float32)  # batch on axis 1
+    f = jax.vmap(tridiagonal_matvec, in_axes=(None, None, None, 1), out_axes=1)
+    got = f(dl, d, du, xs)
+    assert_close(got, tridiagonal_matvec_f64(dl, d, du, xs.T).T, rtol_for("float32"))
+    # The batching rule makes one call on a batched shape, not one per row.
+    eqns = jax.make_jaxpr(f)(dl, d, du, xs).jaxpr.eqns
+    assert [e.primitive.name for e in eqns].count("tridiagonal_matvec") == 1
+
+
+def test_nested_vmap_with_mixed_axes(rng):
+    dl = jnp.asarray(rng.standard_normal((4, 9)), jnp.float32)  # batched on axis 0
+    d = jnp.asarray(rng.standard_normal((9,)), jnp.float32)  # shared
+    du = jnp.asarray(rng.standard_normal((9, 4)), jnp.float32)  # batched on axis 1
+    x = jnp.asarray(rng.standard_normal((3, 9, 4)), jnp.float32)  # outer axis 0, inner axis 2
+    inner = jax.vmap(tridiagonal_matvec, in_axes=(0, None, 1, 1))
+    outer = jax.vmap(inner, in_axes=(None, None, None, 0))
+    got = outer(dl, d, du, x)
+    want = np.stack(
+        [
+            [tridiagonal_matvec_f64(dl[j], d, du[:, j], x[i, :, j]) for j in range(4)]
+            for i in range(3)
+        ]
+    )
+    assert_close(got, want, rtol_for("float32"))
+
+
+def test_vmap_of_grad(rng):
+    args = operands(rng, (5, 8), "float64")
+
+    def per_row(f):
+        return jax.vmap(jax.grad(lambda *a: jnp.sum(jnp.tanh(f(*a))), argnums=ALL))
+
+    for g, w in zip(
+        per_row(tridiagonal_matvec)(*args),
+        per_row(tridiagonal_matvec_reference)(*args),
+        strict=True,
+    ):
+        assert_close(g, w, 10 * rtol_for("float64"))
+
+
+def test_export_round_trip(rng):
+    args = operands(rng, (3, 16))
+    specs = [jax.ShapeDtypeStruct(export.symbolic_shape("b, n"), jnp.float32)] * 4
+    exported = export.export(jax.jit(tridiagonal_matvec))(*specs)
+    # The primitive lowered to plain StableHLO: no custom call but the shape
+    # assertions of the symbolic shapes, so the artifact loads where the
+    # primitive is not registered.
+    assert not re.search(r"custom_call @(?!shape_assertion)", exported.mlir_module())
+    loaded = export.deserialize(exported.serialize())
+    assert_close(loaded.call(*args), tridiagonal_matvec_f64(*args), rtol_for("float32"))
+
+
+def test_sharded_batch_needs_no_communication(rng):
+    mesh = jax.make_mesh((8,), ("batch",))
+    args = operands(rng, (16, 32))
+    with jax.set_mesh(mesh):
+        sharded = [jax.device_put(a, P("batch", None)) for a in args]
+        forward = jax.jit(tridiagonal_matvec)
+        out = forward(*sharded)
+        assert out.sharding.spec == P("batch", None)
+
+        def loss(*a):
+            return jnp.sum(tridiagonal_matvec(*a) ** 2)
+
+        backward = jax.jit(jax.grad(loss, argnums=ALL))
+        for fn in (forward, backward):
+            hlo = fn.lower(*sharded).compile().as_text()
+            for collective in ("all-gather", "all-to-all", "collective-permute"):
+                assert collective not in hlo, collective
+        # The loss's sum is the only reduction across devices.
+        assert "all-reduce" not in forward.lower(*sharded).compile().as_text()
+    assert_close(out, tridiagonal_matvec_f64(*args), rtol_for("float32"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: [a[0][:, :-1], *a[1:]], r"dl has shape \(3, 7\).*shape of x, \(3, 8\)"),
+        (lambda a: [*a[:3], a[3][0]], r"dl has shape \(3, 8\).*shape of x, \(8,\)"),
+        (lambda a: [a[0], a[1].astype(jnp.float64), *a[2:]], "d has dtype float64"),
+        (lambda a: [x.astype(jnp.int32) for x in a], "needs floating-point operands, got int32"),
+        (lambda a: [x[0, 0] for x in a], "x must have at least one axis"),
+    ],
+    ids=["shape", "rank", "dtype", "integer", "scalar"],
+)
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_bad_input_gets_the_primitives_error(rng, change, message, jit):
+    args = change(operands(rng, (3, 8)))
+    f = jax.jit(tridiagonal_matvec) if jit else tridiagonal_matvec
+    with pytest.raises(TypeError, match=f"tridiagonal_matvec: {message}"):
+        f(*args)
