@@ -168,12 +168,11 @@ def _add_update(sub: Subparsers) -> None:
 
 
 def cmd_update(args: Args) -> int:
-    interactive = not args.no_input and not args.check and not args.diff and sys.stdin.isatty()
-    if not (args.check or args.diff):
-        # Refuse before rendering anything: nothing may change on a refusal.
-        updating.load_state(args.project)
-        updating.refuse_uncommitted_work(args.project)
-    renders = updating.load(args.project, prompt=_ask if interactive else None)
+    merging = not (args.check or args.diff)
+    interactive = merging and not args.no_input and sys.stdin.isatty()
+    renders = updating.load(
+        args.project, prompt=_ask if interactive else None, require_committed=merging
+    )
     changes = updating.template_changes(renders)
     if args.check:
         if not changes:

@@ -52,11 +52,19 @@ def project_files(root: Path, skip: tuple[str, ...] = ()) -> Files:
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
         name = relative.as_posix()
-        if IGNORED_PARTS.intersection(relative.parts) or not path.is_file():
+        if IGNORED_PARTS.intersection(relative.parts):
             continue
-        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in skip):
-            files[name] = (path.read_bytes(), bool(path.stat().st_mode & 0o100))
+        entry = read_entry(path)
+        if entry and not any(fnmatch.fnmatchcase(name, pattern) for pattern in skip):
+            files[name] = entry
     return files
+
+
+def read_entry(path: Path) -> tuple[bytes, bool] | None:
+    """A file's bytes and whether it is executable; None if it is not a file."""
+    if not path.is_file():
+        return None
+    return path.read_bytes(), bool(path.stat().st_mode & 0o100)
 
 
 def record(project: Path, generation: Generation, files: Files) -> None:

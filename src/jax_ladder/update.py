@@ -27,6 +27,7 @@ from jax_ladder.generation import (
     StateError,
     project_files,
     read_base,
+    read_entry,
     read_generation,
     record,
     update_skip,
@@ -77,10 +78,18 @@ def load_state(project: Path) -> tuple[Generation, Files]:
     return generation, base
 
 
-def load(project: Path, prompt: Prompt | None = None, template: Path | None = None) -> Renders:
+def load(
+    project: Path,
+    prompt: Prompt | None = None,
+    template: Path | None = None,
+    require_committed: bool = False,
+) -> Renders:
     """Read the project's state and render the current template with its
-    answers. Raises UsageError (the refusals) before anything is written."""
+    answers. Raises UsageError (the refusals, uncommitted work among them
+    when require_committed) before anything is written or rendered."""
     generation, base = load_state(project)
+    if require_committed:
+        refuse_uncommitted_work(project)
     rung = by_name(generation.rung)
     if rung is None or rung.template is None:
         raise UsageError(f"{generation.rung!r} in the answers is not a rung with a template")
@@ -162,7 +171,7 @@ type Entry = tuple[bytes, bool] | None
 
 def _merge_file(project: Path, name: str, base: Entry, new: Entry, plan: Plan) -> None:
     path = project / name
-    ours: Entry = (path.read_bytes(), bool(path.stat().st_mode & 0o100)) if path.is_file() else None
+    ours = read_entry(path)
     if ours == new:
         return
     if ours == base:
@@ -174,7 +183,7 @@ def _merge_file(project: Path, name: str, base: Entry, new: Entry, plan: Plan) -
         )
     elif ours is None:
         plan.attention.append(f"{name}: you removed it and the template changed it; not restored")
-    elif _is_binary(ours[0]) or _is_binary(new[0]) or (base and _is_binary(base[0])):
+    elif any(_is_binary(entry) for entry in (ours, new, base)):
         _write(path.with_name(path.name + ".template"), new)
         plan.attention.append(
             f"{name}: binary, changed by you and the template; see {name}.template"
@@ -210,9 +219,8 @@ def _write(path: Path, entry: Entry) -> None:
     path.chmod(0o755 if executable else 0o644)
 
 
-def _is_binary(entry: object) -> bool:
-    data = entry[0] if isinstance(entry, tuple) else entry
-    return isinstance(data, bytes) and b"\0" in data[:8192]
+def _is_binary(entry: Entry) -> bool:
+    return entry is not None and b"\0" in entry[0][:8192]
 
 
 def _text_lines(entry: Entry) -> list[str]:
