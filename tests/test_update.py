@@ -247,3 +247,12 @@ def test_the_projects_tests_say_when_jax_is_outside_the_pinned_range(project):
     (line,) = header()
     assert f"({future})" in line
     assert "jax-ladder update" in line
+
+
+def test_update_keeps_saved_derived_answers_such_as_the_copyright_year(tmp_path):
+    # copyright_year defaults to the year of generation: an update in a later
+    # year must render the saved one, not today's.
+    given = {"license": "MIT", "copyright_year": "2020"}
+    project = scaffold(by_name("custom-vjp"), tmp_path, given)
+    assert "Copyright (c) 2020 " in (project / "LICENSE").read_text()
+    assert updating.template_changes(updating.load(project)) == []
