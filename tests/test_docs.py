@@ -95,6 +95,7 @@ def readme_headings(path) -> list[str]:
 # default project's docs are built: each template has its own docstrings, and
 # the FFI rung's docs must build without the C++ (conf.py mocks the extension).
 OPS = {
+    "memory-and-sharding": ("sharded_step.py", "train_step"),
     "custom-vjp": ("pairwise_distances.py", "pairwise_distances"),
     "export": ("artifact.py", "export_model"),
     "custom-partitioning": ("sharded_top_k.py", "top_k"),

@@ -42,6 +42,9 @@ ADDITIONS = {
     ("custom-partitioning", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices, set before JAX starts, for the sharding tests"
     ),
+    ("memory-and-sharding", f"{P}/tests/conftest.py"): (
+        "eight simulated CPU devices, set before JAX starts, for the sharding tests"
+    ),
     ("internals", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices, set before JAX starts, for the sharding test"
     ),

@@ -34,7 +34,7 @@ LADDER: tuple[Rung, ...] = (
         3,
         "memory-and-sharding",
         "rematerialise, donate buffers, shard across devices",
-        instead="jax.checkpoint / donate_argnums / jax.sharding + shard_map",
+        template="memory-and-sharding",
     ),
     Rung(
         4,

@@ -1,0 +1,16 @@
+"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow)."""
+
+import shutil
+from pathlib import Path
+
+
+def keep_accelerator_workflow(choice):
+    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
+    .github/workflows/accelerator.yml (for "none", nothing), then drop the
+    folder. The workflows are plain files, so they stay free of Jinja."""
+    if choice != "none":
+        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
+    shutil.rmtree("_accelerator_ci")
+
+
+keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")

@@ -1,0 +1,47 @@
+"""Refuse a project or package name that would break the generated project.
+
+The rule is templates/name_rules.py, which `jax-ladder new` applies too, so
+plain cookiecutter, cruft and the kit accept the same names. cookiecutter runs
+this hook as a rendered copy in a temporary file, from the new project's
+folder, so the hook has to find the rule from what it is told.
+"""
+
+import os
+import runpy
+import sys
+from pathlib import Path
+
+
+def rules_file() -> Path:
+    candidates = []
+    # cookiecutter: the template folder (relative to where cookiecutter started,
+    # which a hook is not told: try the shell's directory, then the output folder).
+    template = {{ cookiecutter._repo_dir | default("") | tojson }}
+    if template:
+        anchors = [os.environ.get("PWD", ""), {{ cookiecutter._output_dir | default("") | tojson }}]
+        candidates += [Path(a, template) for a in anchors if a] + [Path(template)]
+    # cookiecutter and cruft run hooks while their own working directory is the
+    # template folder; Linux shows it as the parent process's cwd.
+    candidates.append(Path(f"/proc/{os.getppid()}/cwd"))
+    # cruft: the template's repository, when it is a local clone.
+    repository = {{ cookiecutter._template | default("") | tojson }}
+    candidates.append(Path(repository, "templates", "rung"))
+    for candidate in candidates:
+        if (candidate.parent / "name_rules.py").is_file():
+            return candidate.parent / "name_rules.py"
+    sys.exit(
+        "error: name_rules.py (beside the template folder) not found; run cookiecutter or "
+        "cruft on a jax-ladder checkout, with an absolute path if it still fails"
+    )
+
+
+rules = runpy.run_path(str(rules_file()))
+problem = rules["project_name_problem"]({{ cookiecutter.project_name | tojson }})
+if problem:
+    sys.exit(f"error: {problem}")
+problem = rules["package_name_problem"]({{ cookiecutter.package_name | tojson }})
+if problem:
+    sys.exit(
+        f"error: {problem}, so it is not a usable Python package name; "
+        "choose another project_name or package_name"
+    )

@@ -1,0 +1,138 @@
+"""Time, temporary memory and bytes communicated per training step: the
+shard_map step against the same step unsharded (one device) and auto-sharded
+(`jax.jit` given only the input and output shardings, the partitioner picks
+the collectives). Speed goals live here, never in tests.
+
+    python benchmarks/bench.py            # default sizes
+    python benchmarks/bench.py --quick    # one small size, for CI smoke runs
+
+On simulated CPU devices the devices share the host's cores, so times there
+say little; memory and bytes are per device and hold on any platform.
+"""
+
+import argparse
+import statistics
+import time
+
+import jax
+
+# Simulate 8 devices on a CPU-only host; this must run before the backend
+# starts, and does nothing to GPU or TPU devices.
+jax.config.update("jax_num_cpu_devices", 8)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import AxisType, NamedSharding  # noqa: E402
+
+from {{ cookiecutter.package_name }} import (  # noqa: E402
+    make_mesh,
+    reference_step,
+    shard_batch,
+    shard_params,
+    train_step,
+)
+from {{ cookiecutter.package_name }}.hlo import collective_bytes  # noqa: E402
+from {{ cookiecutter.package_name }}.sharded_step import (  # noqa: E402
+    BATCH_SPEC,
+    REMAT,
+    W_IN_SPEC,
+    W_OUT_SPEC,
+)
+
+
+def problem(layers, batch, d, f):
+    """Host (NumPy) arrays: each version places its own copy, since every
+    step donates, and so deletes, the parameters it is given."""
+    rng = np.random.default_rng(0)
+    params = [
+        (
+            (rng.standard_normal((d, f)) / np.sqrt(d)).astype(np.float32),
+            (rng.standard_normal((f, d)) / np.sqrt(f)).astype(np.float32),
+        )
+        for _ in range(layers)
+    ]
+    x = rng.standard_normal((batch, d)).astype(np.float32)
+    return params, x, np.ascontiguousarray(x[:, ::-1])
+
+
+def measure(step, params, momentum, x, y, repeats):
+    """(median seconds, temp bytes, collective bytes) of one step; the step
+    donates params and momentum, so each call feeds on the last one's output."""
+    compiled = step.lower(params, momentum, x, y).compile()
+    memory = compiled.memory_analysis().temp_size_in_bytes
+    moved = collective_bytes(compiled.as_text())
+    params, momentum, _ = step(params, momentum, x, y)  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        params, momentum, loss = step(params, momentum, x, y)
+        jax.block_until_ready(loss)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), memory, moved
+
+
+def on_device(tree):
+    return jax.tree.map(jnp.asarray, tree)
+
+
+def zeros_like(params):
+    return jax.tree.map(np.zeros_like, params)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    sizes = [(4, 512, 64, 256)] if args.quick else [(4, 512, 64, 256), (4, 2048, 256, 1024)]
+    repeats = 3 if args.quick else args.repeats
+    mesh = make_mesh()
+    # The same layout with Auto axes, for jit's partitioner to work from.
+    auto_mesh = jax.make_mesh(
+        tuple(mesh.shape.values()),
+        mesh.axis_names,
+        axis_types=(AxisType.Auto,) * len(mesh.axis_names),
+    )
+    print(
+        f"jax {jax.__version__}, {len(jax.devices())} {jax.default_backend()} devices, "
+        f"mesh {dict(mesh.shape)}, remat {REMAT}"
+    )
+    print(
+        f"{'(layers, batch, d, f)':>22} {'version':>12} {'median ms':>10} {'temp bytes':>12} "
+        f"{'comm bytes':>12} {'time ratio':>11} {'temp ratio':>11} {'comm ratio':>11}"
+    )
+    for size in sizes:
+        params, x, y = problem(*size)
+        rows = {}
+        with jax.set_mesh(mesh):
+            p, m = shard_params(on_device(params)), shard_params(on_device(zeros_like(params)))
+            xs, ys = shard_batch(on_device(x)), shard_batch(on_device(y))
+            rows["shard_map"] = measure(train_step, p, m, xs, ys, repeats)
+        one = jax.jit(reference_step, donate_argnums=(0, 1))
+        rows["unsharded"] = measure(one, *on_device((params, zeros_like(params), x, y)), repeats)
+        specs = [
+            (NamedSharding(auto_mesh, W_IN_SPEC), NamedSharding(auto_mesh, W_OUT_SPEC))
+        ] * size[0]
+        batch = NamedSharding(auto_mesh, BATCH_SPEC)
+        auto = jax.jit(
+            reference_step,
+            in_shardings=(specs, specs, batch, batch),
+            out_shardings=(specs, specs, NamedSharding(auto_mesh, jax.P())),
+            donate_argnums=(0, 1),
+        )
+        placed = jax.device_put((params, zeros_like(params), x, y), (specs, specs, batch, batch))
+        rows["auto jit"] = measure(auto, *placed, repeats)
+        base_time, base_temp, base_comm = rows["shard_map"]
+        for name, (seconds, temp, comm) in rows.items():
+            comm_ratio = f"{comm / base_comm:.2f}" if base_comm else "-"
+            print(
+                f"{str(size):>22} {name:>12} {1e3 * seconds:>10.3f} {temp:>12,} {comm:>12,} "
+                f"{seconds / base_time:>11.2f} {temp / base_temp:>11.2f} {comm_ratio:>11}"
+            )
+    print("temp: compiled.memory_analysis().temp_size_in_bytes, per device")
+    print("comm: per-device result bytes of every collective in the compiled program")
+    print("ratios: this version / the shard_map step")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+#!/usr/bin/env -S uv run --script
+# /// script
+# dependencies = ["nox>=2025.2.9"]
+# ///
+"""Development tasks, each in its own fresh environment.
+
+    nox                 # the default sessions: tests, lint, typecheck
+    nox -s tests -- -x  # one session; arguments after -- go to its tool
+    nox -l              # list the sessions
+
+(`pipx run nox ...` or `uv run noxfile.py ...` work without installing nox.)
+"""
+
+import shutil
+from pathlib import Path
+
+import nox
+
+# 2025.2.9: the first nox with nox.project.dependency_groups.
+nox.needs_version = ">=2025.2.9"
+# uv builds the environments when it is installed (much faster); else virtualenv.
+nox.options.default_venv_backend = "uv|virtualenv"
+
+# Requirements come from pyproject.toml's [dependency-groups], so that nox, CI
+# and `pip install --group` install the same things.
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The tests, against the project as installed (built, for compiled code)."""
+    session.install(".", *nox.project.dependency_groups(PYPROJECT, "test"))
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Every pre-commit hook on every file."""
+    session.install("pre-commit")
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure", *session.posargs)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy on src/ (pyproject.toml's [tool.mypy]), with the project's dependencies."""
+    session.install(".", "mypy")
+    session.run("mypy", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """The benchmark's quick smoke run (the full run: python benchmarks/bench.py)."""
+    session.install(".")
+    session.run("python", "benchmarks/bench.py", "--quick", *session.posargs)
+
+
+@nox.session(default=False)
+def docs(session: nox.Session) -> None:
+    """Build the documentation; any Sphinx warning is an error. docs/conf.py
+    imports the package from src/, so only its dependencies are installed (a
+    compiled extension is not built for the docs)."""
+    dependencies = PYPROJECT["project"]["dependencies"]
+    session.install(*dependencies, *nox.project.dependency_groups(PYPROJECT, "docs"))
+    args = ["-W", "--keep-going", "-b", "html", "docs", "docs/_build/html"]
+    session.run("sphinx-build", *args, *session.posargs)
+
+
+@nox.session(default=False)
+def build(session: nox.Session) -> None:
+    """Build the sdist and wheel into dist/ and check them as PyPI would."""
+    shutil.rmtree("dist", ignore_errors=True)
+    session.install("build", "twine", "check-wheel-contents")
+    session.run("python", "-m", "build")
+    session.run("twine", "check", "--strict", *map(str, Path("dist").iterdir()))
+    session.run("check-wheel-contents", *map(str, Path("dist").glob("*.whl")))
+
+
+if __name__ == "__main__":
+    nox.main()

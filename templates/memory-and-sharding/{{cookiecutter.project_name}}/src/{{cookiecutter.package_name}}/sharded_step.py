@@ -1,0 +1,202 @@
+"""A training step whose memory and communication are chosen by hand.
+
+The model is a residual MLP, h <- h + tanh(h @ w_in) @ w_out per block, with
+a squared-error loss. Its step is written with `jax.shard_map`, so every
+collective in the compiled program is one written here:
+
+- the batch is split over the "data" mesh axis;
+- every weight is stored sharded over "data" as well (FSDP: each device holds
+  1/n of every weight) and gathered whole, one block at a time, with
+  `jax.lax.all_gather` just before the block uses it;
+- the backward of that all-gather is its transpose, a reduce-scatter: each
+  device receives the sum over the batch shards of the gradient of its own
+  slice of the weight, ready for a local update;
+{%- if cookiecutter.parallelism == "fsdp-tp" %}
+- tensor parallelism (Megatron-style) over a second mesh axis, "model":
+  w_in is split by columns and w_out by rows, so each device computes a slice
+  of the hidden layer and a partial sum of the block's output, which one
+  `jax.lax.psum` over "model" completes (the backward needs one more, for the
+  gradient of the block's input);
+{%- endif %}
+- `jax.checkpoint` around each block, with a policy that decides what the
+  backward keeps:
+{%- if cookiecutter.remat == "save-gathered" %}
+  the gathered weights (named with `checkpoint_name`) and nothing else. The
+  activations are recomputed; the weights are not gathered a second time.
+{%- else %}
+  nothing. The backward gathers each weight again and recomputes the
+  block: the least memory, at the price of a second all-gather per weight.
+{%- endif %}
+- `train_step` donates the parameters and the optimizer state, so XLA writes
+  the new values into the old buffers.
+
+The mesh has Explicit axes (the default of `jax.make_mesh`): shardings are
+part of the arrays' types, and `jax.sharding.reshard` moves an array to the
+sharding shard_map expects.
+"""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import P
+from jax.ad_checkpoint import checkpoint_name
+from jax.sharding import Mesh
+
+from .reference import Params
+
+DATA = "data"  # mesh axis of the batch and of the FSDP weight shards
+TENSOR_PARALLEL = {{ "True" if cookiecutter.parallelism == "fsdp-tp" else "False" }}
+MODEL = "model"  # mesh axis of the tensor-parallel split (fsdp-tp only)
+REMAT = "{{ cookiecutter.remat }}"  # the policy train_step uses (see POLICIES)
+GATHERED = "gathered_weight"  # checkpoint_name of a weight after its all-gather
+
+# What jax.checkpoint may keep for the backward of a block.
+POLICIES = {
+    # Only the gathered weights: recompute tanh and the matmuls, not the gather.
+    "save-gathered": jax.checkpoint_policies.save_only_these_names(GATHERED),
+    # Nothing: the backward gathers every weight again.
+    "regather": jax.checkpoint_policies.nothing_saveable,
+}
+
+if TENSOR_PARALLEL:
+    # w_in (d, f): rows over data (FSDP), columns over model (Megatron).
+    # w_out (f, d): rows over model, columns over data.
+    W_IN_SPEC, W_OUT_SPEC = P(DATA, MODEL), P(MODEL, DATA)
+    W_IN_GATHER_AXIS, W_OUT_GATHER_AXIS = 0, 1  # the dimension split over data
+else:
+    W_IN_SPEC, W_OUT_SPEC = P(DATA, None), P(DATA, None)
+    W_IN_GATHER_AXIS, W_OUT_GATHER_AXIS = 0, 0
+BATCH_SPEC = P(DATA, None)
+
+
+def make_mesh(devices: list[jax.Device] | None = None) -> Mesh:
+    """A mesh with Explicit axes over `devices` (default: all of them):
+    ("data",){% if cookiecutter.parallelism == "fsdp-tp" %}, or ("data", "model") with 2 devices on "model" when
+    their number is even (1 otherwise){% endif %}."""
+    devices = list(jax.devices() if devices is None else devices)
+    if TENSOR_PARALLEL:
+        model = 2 if len(devices) % 2 == 0 else 1
+        return jax.make_mesh((len(devices) // model, model), (DATA, MODEL), devices=devices)
+    return jax.make_mesh((len(devices),), (DATA,), devices=devices)
+
+
+def shard_params(params: Params) -> Params:
+    """Place each (w_in, w_out) pair on the current mesh (`jax.set_mesh`) as
+    the step stores it."""
+    return [
+        (jax.sharding.reshard(w_in, W_IN_SPEC), jax.sharding.reshard(w_out, W_OUT_SPEC))
+        for w_in, w_out in params
+    ]
+
+
+def shard_batch(a: jax.Array) -> jax.Array:
+    """Place inputs or targets (batch, d) on the current mesh, rows over data."""
+    placed: jax.Array = jax.sharding.reshard(a, BATCH_SPEC)
+    return placed
+
+
+def loss(params: Params, x: jax.Array, y: jax.Array, remat: str | None = REMAT) -> jax.Array:
+    """The loss of reference_loss, computed shard by shard on the current mesh.
+
+    `remat` names the checkpoint policy of each block (a key of POLICIES), or
+    None for no checkpointing. Raises ValueError for shapes that do not fit
+    each other or the mesh.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    _check(mesh, params, x, y)
+    specs = [(W_IN_SPEC, W_OUT_SPEC)] * len(params)
+    # Under Explicit axes an array's sharding is part of its type, and
+    # shard_map requires exactly its in_specs: reshard is a no-op for arrays
+    # already placed (shard_params, shard_batch) and slices replicated ones.
+    params = [
+        (jax.sharding.reshard(a, sa), jax.sharding.reshard(b, sb))
+        for (a, b), (sa, sb) in zip(params, specs, strict=True)
+    ]
+    x, y = jax.sharding.reshard(x, BATCH_SPEC), jax.sharding.reshard(y, BATCH_SPEC)
+    per_shard = partial(_local_loss, remat=remat, batch=x.shape[0])
+    sharded = jax.shard_map(per_shard, in_specs=(specs, BATCH_SPEC, BATCH_SPEC), out_specs=P())
+    value: jax.Array = sharded(params, x, y)
+    return value
+
+
+@partial(jax.jit, donate_argnums=(0, 1))
+def train_step(
+    params: Params,
+    momentum: Params,
+    x: jax.Array,
+    y: jax.Array,
+    learning_rate: float = 0.05,
+    beta: float = 0.9,
+) -> tuple[Params, Params, jax.Array]:
+    """One SGD-with-momentum step of the sharded loss, as reference_step:
+    m <- beta m + g, p <- p - learning_rate m. Returns (params, momentum,
+    loss before the step).
+
+    `params` and `momentum` are donated: their buffers hold the results, and
+    the arrays passed in are deleted. Call it inside `jax.set_mesh(mesh)` so
+    that the step knows its mesh.
+    """
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    # Elementwise on arrays sharded alike: no communication.
+    momentum = jax.tree.map(lambda m, g: beta * m + g, momentum, grads)
+    params = jax.tree.map(lambda p, m: p - learning_rate * m, params, momentum)
+    return params, momentum, value
+
+
+def _local_loss(
+    params: Params, x: jax.Array, y: jax.Array, remat: str | None, batch: int
+) -> jax.Array:
+    """One device's share: its rows of the batch, its shards of the weights."""
+    block = _block if remat is None else jax.checkpoint(_block, policy=POLICIES[remat])
+    h = x
+    for w_in, w_out in params:
+        h = block(h, w_in, w_out)
+    # Sum of this shard's squared errors, summed over the data shards.
+    total: jax.Array = jax.lax.psum(0.5 * jnp.sum((h - y) ** 2), DATA)
+    return total / batch
+
+
+def _block(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
+    # The FSDP gather: the whole weight (or its model slice), for this block
+    # only. Its transpose, in the backward, is a reduce-scatter over data.
+    w_in = jax.lax.all_gather(w_in, DATA, axis=W_IN_GATHER_AXIS, tiled=True)
+    w_out = jax.lax.all_gather(w_out, DATA, axis=W_OUT_GATHER_AXIS, tiled=True)
+    w_in, w_out = checkpoint_name(w_in, GATHERED), checkpoint_name(w_out, GATHERED)
+    out = jnp.tanh(h @ w_in) @ w_out
+    if TENSOR_PARALLEL:
+        out = jax.lax.psum(out, MODEL)  # sum the model shards' partial products
+    return h + out
+
+
+def _check(mesh: jax.sharding.AbstractMesh, params: Params, x: jax.Array, y: jax.Array) -> None:
+    axes = (DATA, MODEL) if TENSOR_PARALLEL else (DATA,)
+    if tuple(mesh.axis_names) != axes:
+        raise ValueError(
+            f"call inside jax.set_mesh(make_mesh()): the step needs a mesh with axes {axes}, "
+            f"got {tuple(mesh.axis_names) or 'no mesh'}"
+        )
+    data = mesh.shape[DATA]
+    if x.ndim != 2 or y.shape != x.shape:
+        raise ValueError(f"x and y must both be (batch, d), got {x.shape} and {y.shape}")
+    if x.shape[0] % data:
+        raise ValueError(
+            f"batch {x.shape[0]} is not divisible by the {data} devices of mesh axis {DATA!r}"
+        )
+    if not params:
+        raise ValueError("params is empty: give at least one (w_in, w_out) block")
+    d = x.shape[1]
+    for i, (w_in, w_out) in enumerate(params):
+        f = w_in.shape[1] if w_in.ndim == 2 else -1
+        if w_in.shape != (d, f) or w_out.shape != (f, d):
+            raise ValueError(
+                f"block {i}: w_in must be (d, f) and w_out (f, d) with d = {d} (x's features), "
+                f"got {w_in.shape} and {w_out.shape}"
+            )
+        for name, w, spec in (("w_in", w_in, W_IN_SPEC), ("w_out", w_out, W_OUT_SPEC)):
+            for size, axis in zip(w.shape, spec, strict=True):
+                if axis is not None and size % mesh.shape[axis]:
+                    raise ValueError(
+                        f"block {i}: {name} {w.shape} is split as {spec}, but {size} is not "
+                        f"divisible by the {mesh.shape[axis]} devices of mesh axis {axis!r}"
+                    )

@@ -1,0 +1,92 @@
+import os
+import tomllib
+import zlib
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from packaging.requirements import Requirement  # packaging: a dependency of pytest
+
+from oracle import WORST
+
+# Eight simulated CPU devices for the sharding tests. This must run before JAX
+# starts its backend, which is why it is here: pytest imports conftest.py
+# before any test module. (XLA_FLAGS=--xla_force_host_platform_device_count=8
+# does the same.)
+jax.config.update("jax_num_cpu_devices", 8)
+# float64 is needed for the float64 cases and for check_grads' finite
+# differences. Tests always pass explicit dtypes, so float32 stays float32.
+jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture
+def rng(request):
+    """A NumPy generator seeded from the test's name: random, yet reproducible."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if WORST["test"]:
+        terminalreporter.write_line(
+            f"oracle: worst error {WORST['error']:.2e} "
+            f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}"
+        )
+
+
+def pytest_report_header():
+    """Say, once at the start of a run, when the installed JAX is outside the
+    range this project pins (and was tested on): JAX's extension APIs change
+    between releases."""
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    if not pyproject.is_file():  # tests run against an installed wheel
+        return None
+    dependencies = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    (pin,) = [r for r in map(Requirement, dependencies) if r.name == "jax"]
+    if pin.specifier.contains(jax.__version__, prereleases=True):
+        return None
+    return (
+        f"WARNING: JAX {jax.__version__} is outside the range this project was tested on "
+        f"({pin.specifier}). `jax-ladder update` takes the starter's fixes for newer JAX; "
+        "widen the pin in pyproject.toml only once the tests pass."
+    )
+
+
+# REQUIRE_ACCELERATOR=gpu or tpu (the accelerator workflow sets it) marks a run
+# on that hardware. It fails unless JAX's default backend is that platform (JAX
+# names NVIDIA and AMD GPUs "gpu"), and a test that skips there fails with its
+# skip reason: there, a skip would hide a test that never ran on the hardware.
+REQUIRED_PLATFORM = os.environ.get("REQUIRE_ACCELERATOR", "")
+
+
+def pytest_configure(config):
+    if not REQUIRED_PLATFORM:
+        return
+    if REQUIRED_PLATFORM not in ("gpu", "tpu"):
+        raise pytest.UsageError(f"REQUIRE_ACCELERATOR={REQUIRED_PLATFORM!r}: use gpu or tpu")
+    if jax.default_backend() != REQUIRED_PLATFORM:
+        raise pytest.UsageError(
+            f"REQUIRE_ACCELERATOR={REQUIRED_PLATFORM}, but JAX's default backend is "
+            f"{jax.default_backend()} (devices: {jax.devices()})"
+        )
+
+
+def fail_if_skipped(report):
+    """Under REQUIRE_ACCELERATOR, turn a skip (not an expected failure) into a
+    failure that names the skip's reason."""
+    if REQUIRED_PLATFORM and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"skipped on {REQUIRED_PLATFORM}, where every test must run: {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    return fail_if_skipped((yield))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    return fail_if_skipped((yield))

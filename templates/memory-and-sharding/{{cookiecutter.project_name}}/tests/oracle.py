@@ -1,0 +1,102 @@
+"""Independent float64 NumPy forward and hand-written backward of the MLP's
+loss, and the comparison every test uses.
+
+assert_close records the worst error it has seen; conftest.py prints it at the
+end of the run, so you can see how close the tests came to their tolerances.
+"""
+
+import os
+
+import numpy as np
+
+# Relative tolerance per dtype, a few units of its machine epsilon (float32:
+# 8 eps), applied to each element as
+# |got - want| <= rtol * (|want| + max|want|): relative to the element and to
+# the array's scale, which suits sums of many terms.
+RTOL = {"float64": 1e-12, "float32": 1e-6}
+
+WORST = {"error": 0.0, "fraction": 0.0, "test": ""}
+
+
+def rtol_for(dtype) -> float:
+    return RTOL[np.dtype(dtype).name]
+
+
+def shape_id(shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def assert_close(got, want, rtol):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, f"shape {got.shape} != expected {want.shape}"
+    assert np.all(np.isfinite(got) == np.isfinite(want)), "NaN/inf where the oracle has none"
+    if want.size == 0:
+        return
+    finite = np.isfinite(want)
+    error = np.abs(got - want)[finite]
+    tolerance = rtol * (np.abs(want[finite]) + np.max(np.abs(want[finite]), initial=0.0))
+    tolerance = np.maximum(tolerance, np.finfo(np.float64).tiny)
+    fraction = float(np.max(error / tolerance, initial=0.0))
+    if fraction > WORST["fraction"] or not WORST["test"]:
+        WORST.update(
+            error=float(np.max(error, initial=0.0)),
+            fraction=fraction,
+            test=os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0],
+        )
+    worst = int(np.argmax(error / tolerance)) if error.size else 0
+    assert fraction <= 1.0, (
+        f"max error {np.max(error):.3e} exceeds tolerance (rtol={rtol:g}): "
+        f"got {got[finite].ravel()[worst]!r}, want {want[finite].ravel()[worst]!r}"
+    )
+
+
+def make_problem(rng, layers=4, batch=64, d=64, f=256, dtype="float32"):
+    """Weights scaled so that every block changes h by a similar amount,
+    inputs and targets: NumPy arrays of `dtype`."""
+    params = [
+        (
+            (rng.standard_normal((d, f)) / np.sqrt(d)).astype(dtype),
+            (rng.standard_normal((f, d)) / np.sqrt(f)).astype(dtype),
+        )
+        for _ in range(layers)
+    ]
+    x = rng.standard_normal((batch, d)).astype(dtype)
+    y = rng.standard_normal((batch, d)).astype(dtype)
+    return params, x, y
+
+
+def loss_and_grads_f64(params, x, y):
+    """The loss 0.5 * sum((h_L - y)^2) / batch of the residual MLP
+    h <- h + tanh(h @ w_in) @ w_out, and its gradient with respect to every
+    weight, by the chain rule written out (no autodiff)."""
+    params = [(np.asarray(a, np.float64), np.asarray(b, np.float64)) for a, b in params]
+    h = np.asarray(x, np.float64)
+    saved = []
+    for w_in, w_out in params:
+        t = np.tanh(h @ w_in)
+        saved.append((h, t))
+        h = h + t @ w_out
+    residual = h - np.asarray(y, np.float64)
+    loss = 0.5 * np.sum(residual**2) / len(residual)
+    g = residual / len(residual)  # d loss / d h_L
+    grads = []
+    for (w_in, w_out), (h, t) in zip(reversed(params), reversed(saved), strict=True):
+        d_pre = (g @ w_out.T) * (1 - t**2)  # through tanh
+        grads.append((h.T @ d_pre, t.T @ g))
+        g = g + d_pre @ w_in.T  # the residual path plus the block's path
+    return loss, grads[::-1]
+
+
+def step_f64(params, momentum, x, y, learning_rate=0.05, beta=0.9):
+    """One SGD-with-momentum step in float64: (params, momentum, loss)."""
+    loss, grads = loss_and_grads_f64(params, x, y)
+    new_momentum, new_params = [], []
+    for (w_in, w_out), (m_in, m_out), (g_in, g_out) in zip(params, momentum, grads, strict=True):
+        m_in, m_out = (
+            beta * np.asarray(m_in, np.float64) + g_in,
+            beta * np.asarray(m_out, np.float64) + g_out,
+        )
+        new_momentum.append((m_in, m_out))
+        new_params.append((w_in - learning_rate * m_in, w_out - learning_rate * m_out))
+    return new_params, new_momentum, loss

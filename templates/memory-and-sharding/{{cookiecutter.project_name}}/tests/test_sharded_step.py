@@ -1,0 +1,212 @@
+"""The sharded step against the plain-JAX reference on 8 simulated CPU
+devices and on one, and the compiled program read back: which collectives,
+how much temporary memory, which buffers are reused."""
+
+import re
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from {{ cookiecutter.package_name }} import (
+    loss,
+    make_mesh,
+    reference_loss,
+    reference_step,
+    shard_batch,
+    shard_params,
+    train_step,
+)
+from {{ cookiecutter.package_name }}.hlo import collectives
+from {{ cookiecutter.package_name }}.sharded_step import (
+    DATA,
+    MODEL,
+    POLICIES,
+    REMAT,
+    TENSOR_PARALLEL,
+)
+
+from oracle import assert_close, make_problem, rtol_for, step_f64
+
+LAYERS = 4
+DEVICE_COUNTS = [8, 1]
+
+
+def place(mesh, params, x, y):
+    """Host arrays to the mesh, sharded as the step stores them."""
+    with jax.set_mesh(mesh):
+        return shard_params(jax.tree.map(jnp.asarray, params)), shard_batch(x), shard_batch(y)
+
+
+def flat(tree):
+    return np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(tree)])
+
+
+# The configured policy, and none (test_checkpoint_policy_lowers_temporary_memory
+# compares with it).
+@pytest.mark.parametrize("remat", [REMAT, None])
+@pytest.mark.parametrize("devices", DEVICE_COUNTS)
+def test_loss_and_gradients_match_reference(rng, devices, remat):
+    mesh = make_mesh(jax.devices()[:devices])
+    params, x, y = make_problem(rng, LAYERS)
+    sharded = place(mesh, params, x, y)
+    with jax.set_mesh(mesh):
+        value, grads = jax.jit(jax.value_and_grad(lambda *a: loss(*a, remat=remat)))(*sharded)
+    # The reference, on plain single-device arrays (test_reference.py checks it).
+    plain = jax.tree.map(jnp.asarray, (params, x, y))
+    want_value, want_grads = jax.jit(jax.value_and_grad(reference_loss))(*plain)
+    assert_close(value, want_value, rtol_for("float32"))
+    assert_close(flat(grads), flat(want_grads), 10 * rtol_for("float32"))
+    # The gradients come back stored like the parameters: no gather at the end.
+    for (g_in, g_out), (w_in, w_out) in zip(grads, sharded[0], strict=True):
+        assert g_in.sharding == w_in.sharding and g_out.sharding == w_out.sharding
+
+
+@pytest.mark.parametrize("devices", DEVICE_COUNTS)
+def test_train_step_matches_reference_and_float64(rng, devices):
+    mesh = make_mesh(jax.devices()[:devices])
+    params, x, y = make_problem(rng, LAYERS)
+    momentum = jax.tree.map(lambda w: rng.standard_normal(w.shape).astype(w.dtype), params)
+    sharded_params, xs, ys = place(mesh, params, x, y)
+    sharded_momentum, _, _ = place(mesh, momentum, x, y)
+    with jax.set_mesh(mesh):
+        got = train_step(sharded_params, sharded_momentum, xs, ys)
+    plain = jax.tree.map(jnp.asarray, (params, momentum, x, y))
+    want = jax.jit(reference_step)(*plain)
+    want64 = step_f64(params, momentum, x, y)
+    for g, w, w64 in zip(got, want, want64, strict=True):
+        assert_close(flat(g), flat(w), 10 * rtol_for("float32"))
+        assert_close(flat(g), flat(w64), 10 * rtol_for("float32"))
+
+
+def test_float64(rng):
+    mesh = make_mesh()
+    params, x, y = make_problem(rng, LAYERS, dtype="float64")
+    momentum = jax.tree.map(np.zeros_like, params)
+    sharded_params, xs, ys = place(mesh, params, x, y)
+    sharded_momentum, _, _ = place(mesh, momentum, x, y)
+    with jax.set_mesh(mesh):
+        new_params, _, value = train_step(sharded_params, sharded_momentum, xs, ys)
+    want = step_f64(params, momentum, x, y)
+    assert new_params[0][0].dtype == jnp.float64
+    assert_close(flat(new_params), flat(want[0]), 10 * rtol_for("float64"))
+    assert_close(value, want[2], rtol_for("float64"))
+
+
+def dims(shape: str) -> tuple[int, ...]:
+    """f32[64,256]{1,0} -> (64, 256)"""
+    inside = re.search(r"\[([\d,]*)\]", shape).group(1)
+    return tuple(int(d) for d in inside.split(",") if d)
+
+
+def test_compiled_step_has_exactly_the_chosen_collectives(rng):
+    mesh = make_mesh()
+    params, x, y = make_problem(rng, LAYERS)
+    sharded = place(mesh, params, x, y)
+    with jax.set_mesh(mesh):
+        text = train_step.lower(sharded[0], sharded[0], *sharded[1:]).compile().as_text()
+    found = Counter((c.op, dims(c.shape)) for c in collectives(text))
+
+    batch, d = x.shape
+    f = params[0][0].shape[1]
+    data = mesh.shape[DATA]
+    model = mesh.shape[MODEL] if TENSOR_PARALLEL else 1
+    gathers = 2 if REMAT == "regather" else 1  # a second gather of each weight in the backward
+    want = Counter(
+        {
+            # Each block's weights, whole over data (their model slice with TP).
+            ("all-gather", (d, f // model)): gathers * LAYERS,
+            ("all-gather", (f // model, d)): gathers * LAYERS,
+            # Their gradients, summed over the batch shards and split back.
+            (
+                "reduce-scatter",
+                (d // data, f // model) if TENSOR_PARALLEL else (d // data, f),
+            ): LAYERS,
+            (
+                "reduce-scatter",
+                (f // model, d // data) if TENSOR_PARALLEL else (f // data, d),
+            ): LAYERS,
+            # The loss, summed over the data shards.
+            ("all-reduce", ()): 1,
+        }
+    )
+    if TENSOR_PARALLEL:
+        # One psum per block in the forward, one per block but the first in
+        # the backward (the first block's input needs no gradient).
+        want[("all-reduce", (batch // data, d))] = 2 * LAYERS - 1
+    assert found == want
+
+
+def temp_bytes(mesh, sharded, remat):
+    with jax.set_mesh(mesh):
+        grad = jax.jit(jax.grad(lambda *a: loss(*a, remat=remat)))
+        return grad.lower(*sharded).compile().memory_analysis().temp_size_in_bytes
+
+
+def test_checkpoint_policy_lowers_temporary_memory(rng):
+    mesh = make_mesh()
+    params, x, y = make_problem(rng, LAYERS, batch=512)
+    sharded = place(mesh, params, x, y)
+    none = temp_bytes(mesh, sharded, None)
+    saved = {name: temp_bytes(mesh, sharded, name) for name in POLICIES}
+    # Whatever the bake's choice, the order is the point of the option:
+    # keeping less for the backward needs less memory.
+    assert saved["regather"] < saved["save-gathered"] < none, (saved, none)
+    # And the step as configured uses its policy.
+    with jax.set_mesh(mesh):
+        m = jax.jit(jax.grad(loss)).lower(*sharded).compile().memory_analysis()
+    assert m.temp_size_in_bytes == saved[REMAT]
+
+
+def test_donated_state_is_deleted_and_its_buffers_reused(rng):
+    mesh = make_mesh()
+    params, x, y = make_problem(rng, LAYERS)
+    sharded_params, xs, ys = place(mesh, params, x, y)
+    momentum, _, _ = place(mesh, jax.tree.map(np.zeros_like, params), x, y)
+    with jax.set_mesh(mesh):
+        text = train_step.lower(sharded_params, momentum, xs, ys).compile().as_text()
+        before = {
+            s.data.unsafe_buffer_pointer()
+            for w in jax.tree.leaves(sharded_params)
+            for s in w.addressable_shards
+        }
+        new_params, new_momentum, _ = train_step(sharded_params, momentum, xs, ys)
+    # Every parameter and momentum buffer is an alias of an output...
+    aliases = re.search(r"input_output_alias=\{(.*?)\}\s*,\s*entry", text)
+    assert aliases is not None, "no input_output_alias in the compiled program"
+    assert aliases.group(1).count("may-alias") + aliases.group(1).count("must-alias") == 4 * LAYERS
+    # ...the arrays passed in are gone, and the new parameters live in their buffers.
+    assert all(w.is_deleted() for w in jax.tree.leaves((sharded_params, momentum)))
+    after = {
+        s.data.unsafe_buffer_pointer()
+        for w in jax.tree.leaves(new_params)
+        for s in w.addressable_shards
+    }
+    assert after == before
+    assert not xs.is_deleted()
+
+
+def test_bad_input_raises_clear_error(rng):
+    mesh = make_mesh()
+    params, x, y = make_problem(rng, 2, batch=10)
+    plain = jax.tree.map(jnp.asarray, (params, x, y))
+    with (
+        jax.set_mesh(mesh),
+        pytest.raises(
+            ValueError, match=r"batch 10 is not divisible by the \d devices of mesh axis 'data'"
+        ),
+    ):
+        loss(*plain)
+    params, x, y = make_problem(rng, 2)
+    bad = [params[0], (params[1][0], params[1][1][:, :-1])]
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=r"block 1: w_in must be \(d, f\)"):
+        loss(jax.tree.map(jnp.asarray, bad), jnp.asarray(x), jnp.asarray(y))
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match="x and y must both be"):
+        loss(jax.tree.map(jnp.asarray, params), jnp.asarray(x), jnp.asarray(y[:, :-1]))
+    odd, x, y = make_problem(rng, 1, d=6)
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match="not divisible by the"):
+        loss(jax.tree.map(jnp.asarray, odd), jnp.asarray(x), jnp.asarray(y))
+    with pytest.raises(ValueError, match=r"call inside jax.set_mesh"):
+        loss(*plain)
