@@ -59,6 +59,10 @@ ADDITIONS = {
     ("ffi", f"{P}/docs/conf.py"): (
         "a mock of the compiled extension, so that the docs build without the C++"
     ),
+    ("internals", f"{P}/docs/conf.py"): (
+        "the same mock as ffi's, for lowering=ffi (the package imports its compiled "
+        "extension); with stablehlo there is no such module and the mock is never used"
+    ),
     ("ffi", f"{P}/.github/workflows/cd.yml"): (
         "compiled wheels: a cibuildwheel job per platform, whose wheels replace the one "
         "the shared build job makes from the sdist (a plain linux_x86_64 wheel PyPI refuses)"

@@ -1,7 +1,31 @@
-"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow)."""
+"""Keep the chosen definition of the primitive (api) as
+src/<package>/tridiagonal_matvec.py, and the C++ handler only for
+lowering=ffi: with stablehlo the project stays pure Python (no CMake, no
+compiled module), so C++ and CMake files stay free of Jinja. Keep the chosen
+accelerator workflow, if any."""
 
 import shutil
 from pathlib import Path
+
+package = Path("src/{{ cookiecutter.package_name }}")
+(Path("_api") / "{{ cookiecutter.api }}.py").replace(package / "tridiagonal_matvec.py")
+shutil.rmtree("_api")
+if "{{ cookiecutter.lowering }}" == "ffi":
+    # scikit-build-core's sdist holds every file .gitignore does not exclude.
+    Path("MANIFEST.in").unlink()
+    # Compiled wheels for PyPI: _cd/compiled.yml is the FFI rung's cd.yml (a
+    # cibuildwheel job per platform), a plain file like every workflow.
+    Path("_cd/compiled.yml").replace(Path(".github/workflows/cd.yml"))
+else:
+    shutil.rmtree("csrc")
+    for path in ("CMakeLists.txt", "tests/test_ffi_handler.py", package / "ffi_target.py"):
+        Path(path).unlink()
+    (package / "_ffi.pyi").unlink()
+shutil.rmtree("_cd")
+if "{{ cookiecutter.api }}" == "hijax":
+    Path("tests/test_hijax.py").unlink()
+else:
+    Path("tests/test_hijax_limits.py").unlink()
 
 
 def keep_accelerator_workflow(choice):

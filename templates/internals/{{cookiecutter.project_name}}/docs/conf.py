@@ -40,3 +40,10 @@ autodoc_member_order = "bysource"
 
 html_theme = "furo"
 html_title = project
+
+# autodoc imports the package, and the package imports its compiled extension,
+# _ffi: a mock stands in for it, so that the docs build without a C++ compiler
+# or a build of the package. (The mock holds no handlers: importing registers
+# none, and nothing in the docs calls them.)
+_package = next((ROOT / "src").glob("*/__init__.py")).parent.name
+autodoc_mock_imports = [f"{_package}._ffi"]

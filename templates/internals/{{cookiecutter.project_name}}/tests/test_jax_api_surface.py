@@ -6,9 +6,26 @@ import importlib
 import pytest
 
 USED = {
+{%- if cookiecutter.api == "hijax" %}
+    "jax.experimental.hijax": [
+        "HiPrim",
+        "GradAccum",
+        "instantiate_zeros",
+        "bdims_at_front",
+        "vjp_from_jvp",
+        "linearize_from_jvp",
+    ],
+    "jax.core": ["ShapedArray"],
+{%- else %}
     "jax.extend.core": ["Primitive"],
     "jax.core": ["ShapedArray"],
-    "jax.interpreters.mlir": ["lower_fun", "register_lowering"],
+    "jax.interpreters.mlir": [
+        "lower_fun",
+        "register_lowering",
+{%- if cookiecutter.lowering == "ffi" %}
+        "ir",
+{%- endif %}
+    ],
     "jax.interpreters.ad": [
         "primitive_jvps",
         "primitive_transposes",
@@ -17,6 +34,19 @@ USED = {
         "is_undefined_primal",
     ],
     "jax.interpreters.batching": ["primitive_batchers", "bdim_at_front"],
+{%- endif %}
+{%- if cookiecutter.lowering == "ffi" %}
+    "jax.ffi": [
+        "register_ffi_target",
+        "register_ffi_target_as_batch_partitionable",
+        "ffi_lowering",
+        "ffi_call",
+    ],
+{%- if cookiecutter.api == "hijax" %}
+    "jax.interpreters.mlir": ["ir"],
+    "jax.experimental.xla_metadata": ["set_xla_metadata"],
+{%- endif %}
+{%- endif %}
 }
 
 

@@ -13,6 +13,11 @@ with respect to x is the product with the transposed matrix (the primitive
 again, so derivatives of every order stay inside it), and batching moves the
 batch axis to the front and makes one call instead of a loop.
 
+{% if cookiecutter.lowering == "ffi" -%}
+On the CPU the primitive lowers to a custom call to a C++ handler (csrc/,
+registered by ffi_target.py); elsewhere to existing StableHLO operations.
+
+{% endif -%}
 Only public registration points are used (see the README for which of them
 JAX documents as stable): jax.extend.core.Primitive, jax.core.ShapedArray,
 jax.interpreters.mlir (lower_fun, register_lowering), jax.interpreters.ad
@@ -32,6 +37,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+{%- if cookiecutter.lowering == "ffi" %}
+
+from . import ffi_target
+{%- endif %}
 
 tridiagonal_matvec_p = Primitive("tridiagonal_matvec")
 
@@ -92,7 +101,9 @@ def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
 
 tridiagonal_matvec_p.def_abstract_eval(_abstract_eval)
 
-_compiled = jax.jit(_compute)
+# Eager calls compile the primitive alone, through the lowering registered
+# below for the platform they run on (so they run the same code as jit).
+_compiled = jax.jit(tridiagonal_matvec_p.bind)
 
 
 def _impl(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
@@ -104,8 +115,17 @@ def _impl(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array
 
 tridiagonal_matvec_p.def_impl(_impl)
 
+{% if cookiecutter.lowering == "ffi" -%}
+# --- Lowering: a custom call to the C++ handler on the CPU ---------------------
+# A rule registered for a platform takes precedence there; every other
+# platform gets the StableHLO lowering. A CUDA handler would be registered the
+# same way, for "cuda" (jax-ladder's FFI starter shows one).
+mlir.register_lowering(tridiagonal_matvec_p, mlir.lower_fun(_compute, multiple_results=False))
+mlir.register_lowering(tridiagonal_matvec_p, ffi_target.lowering, platform="cpu")
+{%- else -%}
 # --- Lowering: to existing StableHLO operations, on every platform ------------
 mlir.register_lowering(tridiagonal_matvec_p, mlir.lower_fun(_compute, multiple_results=False))
+{%- endif %}
 
 
 # --- JVP: the product rule of a bilinear map ----------------------------------

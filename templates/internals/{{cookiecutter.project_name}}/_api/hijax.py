@@ -1,0 +1,164 @@
+"""A new JAX primitive, defined with HiJAX: the tridiagonal matrix-vector product.
+
+    y[..., i] = dl[..., i] * x[..., i-1] + d[..., i] * x[..., i] + du[..., i] * x[..., i+1]
+
+dl, d and du are the sub-, main and super-diagonal in LAPACK's gtsv layout
+(that of jax.lax.linalg.tridiagonal_solve): all four operands have the same
+shape (*batch, n), and dl[..., 0] and du[..., n-1] lie outside the matrix and
+are ignored.
+
+The primitive is a subclass of jax.experimental.hijax.HiPrim: one class holds
+the implementation (`expand`, in existing JAX operations) and every rule as a
+method, where the registries of jax.interpreters hold one function each. The
+product is linear in x and, separately, in the three bands, so each rule is
+short and exact: the JVP is the sum of two products, the transpose with
+respect to x is the product with the transposed matrix (the primitive again),
+and batching moves the batch axis to the front and makes one call.
+{%- if cookiecutter.lowering == "ffi" %}
+
+On the CPU, `expand` calls a C++ handler (csrc/, registered by ffi_target.py)
+through jax.ffi.ffi_call; elsewhere it uses existing JAX operations.
+{%- endif %}
+
+HiJAX is experimental (no deprecation policy): see the README.
+"""
+
+# HiPrim and JAX's helpers carry no type annotations, so strict mypy would flag
+# every call into them and the subclass itself; the rest stays strict.
+# mypy: disallow-untyped-calls=False, warn-return-any=False, disallow-subclassing-any=False
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import hijax
+{%- if cookiecutter.lowering == "ffi" %}
+from jax.experimental.xla_metadata import set_xla_metadata
+
+from . import ffi_target
+{%- endif %}
+
+
+def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+    """The tridiagonal matrix (dl, d, du) times x, along the last axis.
+
+    dl, d and du are the sub-, main and super-diagonal; any leading axes are
+    batch axes. The first entry of dl and the last of du lie outside the
+    matrix and are ignored. Operands must share one shape and
+    one floating-point dtype: the primitive raises TypeError at trace time
+    otherwise (no implicit promotion or broadcasting).
+    """
+    operands = [jnp.asarray(a) for a in (dl, d, du, x)]
+    result: jax.Array = TridiagonalMatvec(*(jax.typeof(a) for a in operands))(*operands)
+    return result
+
+
+# --- The computation, in existing JAX operations -----------------------------
+def _shift_down(v: jax.Array) -> jax.Array:
+    """out[..., i] = v[..., i-1], and 0 at i = 0."""
+    config = [(0, 0, 0)] * (v.ndim - 1) + [(1, -1, 0)]
+    return lax.pad(v, jnp.zeros((), v.dtype), config)
+
+
+def _shift_up(v: jax.Array) -> jax.Array:
+    """out[..., i] = v[..., i+1], and 0 at i = n-1."""
+    config = [(0, 0, 0)] * (v.ndim - 1) + [(-1, 1, 0)]
+    return lax.pad(v, jnp.zeros((), v.dtype), config)
+
+
+def _compute(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+    # Elementwise along the last axis: O(n) work and memory, where the dense
+    # product is O(n^2), and every leading axis stays independent (so a
+    # sharded batch axis needs no communication).
+    return dl * _shift_down(x) + d * x + du * _shift_up(x)
+{%- if cookiecutter.lowering == "ffi" %}
+
+
+def _cpu_handler(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+    # num_batch_dims: XLA may split every axis but the last across devices
+    # (see ffi_target.py); set_xla_metadata puts it on the custom call. The
+    # result type is x's, sharding included (as _compute's result has it).
+    with set_xla_metadata(num_batch_dims=str(x.ndim - 1)):
+        call = jax.ffi.ffi_call(ffi_target.TARGET, jax.typeof(x))
+        result: jax.Array = call(dl, d, du, x)
+    return result
+{%- endif %}
+
+
+# --- Type checking: shapes, dtypes, and the primitive's own errors ------------
+def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
+    if x.ndim < 1:
+        raise TypeError(f"tridiagonal_matvec: x must have at least one axis, got shape {x.shape}")
+    for name, aval in zip(("dl", "d", "du"), (dl, d, du), strict=True):
+        if aval.shape != x.shape:
+            raise TypeError(
+                f"tridiagonal_matvec: {name} has shape {aval.shape}, but every operand "
+                f"must have the shape of x, {x.shape}"
+            )
+        if aval.dtype != x.dtype:
+            raise TypeError(
+                f"tridiagonal_matvec: {name} has dtype {aval.dtype}, but every operand "
+                f"must have the dtype of x, {x.dtype}"
+            )
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"tridiagonal_matvec: needs floating-point operands, got {x.dtype}")
+    # The result is sharded like x: under an explicit mesh (jax.set_mesh) an
+    # aval carries its sharding, and the output keeps every axis of x.
+    return jax.core.ShapedArray(x.shape, x.dtype, sharding=x.sharding)
+
+
+class TridiagonalMatvec(hijax.HiPrim):
+    """The primitive for one set of operand types (abstract values): each call
+    of tridiagonal_matvec makes an instance, and binding it records one
+    equation. Eager calls run through the same path, so the checks in
+    _result_type run for them too."""
+
+    def __init__(self, dl: Any, d: Any, du: Any, x: Any) -> None:
+        self.out_aval = _result_type(dl, d, du, x)
+        self.in_avals = (dl, d, du, x)
+        # HiPrim compares and hashes instances by their params (JAX caches
+        # traced programs by them): the types must be part of them.
+        self.params = {"shape": x.shape, "dtype": x.dtype}
+        super().__init__()
+
+    def expand(self, dl: Any, d: Any, du: Any, x: Any) -> Any:
+        """The implementation in existing JAX operations: what the primitive
+        becomes when JAX lowers it."""
+{%- if cookiecutter.lowering == "ffi" %}
+        # One branch per platform; each platform compiles only its own.
+        return lax.platform_dependent(dl, d, du, x, cpu=_cpu_handler, default=_compute)
+{%- else %}
+        return _compute(dl, d, du, x)
+{%- endif %}
+
+    # Reverse mode and linearize (jax.linearize, jax.linear_transpose) derived
+    # from the JVP and the transpose below.
+    vjp_fwd, vjp_bwd_retval = hijax.vjp_from_jvp
+    lin, linearized = hijax.linearize_from_jvp
+
+    def jvp(self, primals: Any, tangents: Any) -> tuple[Any, Any]:
+        """The product rule of a bilinear map, in terms of the primitive."""
+        dl, d, du, x = primals
+        tdl, td, tdu, tx = (hijax.instantiate_zeros(t) for t in tangents)
+        tangent = tridiagonal_matvec(tdl, td, tdu, x) + tridiagonal_matvec(dl, d, du, tx)
+        return tridiagonal_matvec(dl, d, du, x), tangent
+
+    def transpose(self, ct: Any, dl: Any, d: Any, du: Any, x: Any) -> None:
+        """The linear inputs arrive as hijax.GradAccum accumulators, the others
+        as values. Each JVP term is linear in x or in the bands, never both."""
+        if isinstance(x, hijax.GradAccum):
+            # The transposed matrix has sub-diagonal du[i-1] and super-diagonal dl[i+1].
+            x.accum(tridiagonal_matvec(_shift_down(du), d, _shift_up(dl), ct))
+            return
+        # The bands are linear, x is known: d y_i / d dl_i = x_{i-1}, and so on.
+        ct_bands = (ct * _shift_down(x), ct * x, ct * _shift_up(x))
+        for band, ct_band in zip((dl, d, du), ct_bands, strict=True):
+            if isinstance(band, hijax.GradAccum):
+                band.accum(ct_band)
+
+    def batch(self, axis_data: Any, args: Any, dims: Any) -> tuple[Any, int]:
+        """One call on a leading batch axis, not a loop: the primitive already
+        takes any leading axes, so the vmapped axis becomes one more."""
+        moved = hijax.bdims_at_front(axis_data, args, dims)
+        return tridiagonal_matvec(*moved), 0

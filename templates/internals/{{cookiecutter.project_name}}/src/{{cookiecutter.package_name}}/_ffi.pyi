@@ -1,0 +1,9 @@
+"""The compiled extension module _ffi (csrc/module.cc), for type checkers:
+they read this stub, so they check ffi_target.py without a build. Update it
+with csrc/module.cc (`python -m nanobind.stubgen -m PACKAGE._ffi` on a build
+prints what nanobind sees)."""
+
+from typing_extensions import CapsuleType
+
+def cpu_targets() -> dict[str, CapsuleType]:
+    """The CPU handler by target name, as a PyCapsule."""

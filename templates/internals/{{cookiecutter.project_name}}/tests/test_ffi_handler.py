@@ -1,0 +1,58 @@
+"""The C++ handler behind the CPU lowering: the lowering chooses it per
+platform, and it refuses, with its own message, buffers that disagree (which
+nothing else in XLA checks)."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from {{ cookiecutter.package_name }} import tridiagonal_matvec
+from {{ cookiecutter.package_name }}.ffi_target import TARGET
+
+from oracle import assert_close, rtol_for, tridiagonal_matvec_f64
+
+
+@pytest.fixture(autouse=True)
+def on_cpu():
+    """The handler is the CPU's: call it there even where JAX's default device
+    is a GPU (the accelerator workflow)."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
+def operands(rng, shape, dtype="float32"):
+    return [jnp.asarray(rng.standard_normal(shape), dtype) for _ in range(4)]
+
+
+def test_lowering_is_the_custom_call_on_cpu_only(rng):
+    traced = jax.jit(tridiagonal_matvec).trace(*operands(rng, (3, 8)))
+    assert f"custom_call @{TARGET}(" in traced.lower(lowering_platforms=("cpu",)).as_text()
+    # Elsewhere, existing StableHLO operations (this project has no CUDA handler).
+    for platform in ("cuda", "tpu"):
+        assert "custom_call" not in traced.lower(lowering_platforms=(platform,)).as_text()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_handler_called_directly_matches_float64_oracle(rng, dtype):
+    args = operands(rng, (5, 17), dtype)
+    call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(args[3].shape, args[3].dtype))
+    assert_close(call(*args), tridiagonal_matvec_f64(*args), rtol_for(dtype))
+
+
+@pytest.mark.parametrize(
+    ("change", "result_shape", "message"),
+    [
+        # A larger result: the handler would write only part of it.
+        (lambda a: a, (3, 9), r"output y has shape \(3, 9\), expected \(3, 8\)"),
+        (lambda a: [a[0][:, :7], *a[1:]], (3, 8), r"dl has shape \(3, 7\), expected \(3, 8\)"),
+        (lambda a: [a[0], a[1].astype(jnp.float64), *a[2:]], (3, 8), "d has dtype float64"),
+        (lambda a: [x.astype(jnp.int32) for x in a], (3, 8), "unsupported dtype int32"),
+    ],
+    ids=["result-shape", "operand-shape", "dtype", "integer"],
+)
+def test_handler_refuses_mismatched_buffers(rng, change, result_shape, message):
+    # Called directly, bypassing the primitive's own checks at trace time.
+    args = change(operands(rng, (3, 8)))
+    call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(result_shape, args[3].dtype))
+    with pytest.raises(jax.errors.JaxRuntimeError, match=f"tridiagonal_matvec: {message}"):
+        jax.block_until_ready(call(*args))
