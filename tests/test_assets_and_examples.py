@@ -1,12 +1,14 @@
 """Assets (single-file starters, assets/<rung>/<what>.py) are runnable and
-self-checking; examples (examples/<rung>/) pass their own tests and their
-benchmarks run. Both are run from the source tree, as users run them. The FFI
-example's C++ is compiled by the kit's own install (CMakeLists.txt)."""
+self-checking; examples (examples/<rung>/, and examples/ladder/, one op at
+every rung) pass their own tests and their benchmarks run. Both are run from
+the source tree, as users run them. The FFI examples' C++ (examples/ffi and
+the ladder's FFI rung) is compiled by the kit's own install (CMakeLists.txt)."""
 
 import importlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -29,11 +31,15 @@ def run(*args, cwd=REPO):
     )
 
 
+# examples/ladder climbs one op through every rung, so it belongs to none.
+NOT_A_RUNG = {"templates": set(), "assets": set(), "examples": {"ladder"}}
+
+
 @pytest.mark.parametrize("kind", ["templates", "assets", "examples"])
 def test_each_folder_of_a_rung_is_named_as_the_registry_names_the_rung(kind):
     folders = {p.name for p in (REPO / kind).iterdir() if p.is_dir()} - {"__pycache__"}
     assert folders, kind
-    assert folders <= {rung.name for rung in LADDER}, kind
+    assert folders - NOT_A_RUNG[kind] <= {rung.name for rung in LADDER}, kind
 
 
 def test_every_asset_sits_in_its_rungs_folder():
@@ -68,31 +74,43 @@ def test_example_benchmark_runs(example):
     assert "x" in result.stdout  # a ratio was printed
 
 
-def test_kit_install_compiles_the_ffi_example():
-    """`pip install .` of the kit builds examples/ffi's C++ into the wheel, so
-    test_example_passes_its_tests runs compiled FFI code."""
-    module = importlib.import_module("jax_ladder._ffi_example._tridiagonal_ffi")
-    assert "site-packages" in module.__file__, module.__file__
+@pytest.mark.parametrize(
+    "module",
+    ["jax_ladder._ffi_example._tridiagonal_ffi", "jax_ladder._ladder_example._rms_norm_ffi"],
+)
+def test_kit_install_compiles_the_ffi_examples(module):
+    """`pip install .` of the kit builds examples/ffi's and examples/ladder's C++ into the
+    wheel, so test_example_passes_its_tests runs compiled FFI code."""
+    path = Path(importlib.import_module(module).__file__).resolve()
+    # Installed (site-packages, or a --target folder), not a build in the source tree.
+    assert REPO.resolve() not in path.parents, path
 
 
 def test_ffi_example_tests_skip_and_say_why_when_the_kit_is_built_without_it(tmp_path):
-    if (REPO / "examples" / "ffi" / "build").exists():
-        pytest.skip("examples/ffi/build holds a standalone build, which the example would load")
+    for example in ("ffi", "ladder"):
+        if (REPO / "examples" / example / "build").exists():
+            pytest.skip(f"examples/{example}/build holds a standalone build, which it would load")
     site = tmp_path / "site"
     off = "cmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=OFF"
     status, output = build_project(REPO, site, (off, f"build-dir={tmp_path / 'build'}"))
     assert status == 0, output[-4000:]
     assert not (site / "jax_ladder" / "_ffi_example").exists()
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/ffi"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(site)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert " skipped" in result.stdout
-    assert "failed" not in result.stdout
-    assert "FFI tests SKIPPED" in result.stdout
-    assert "pip install ." in result.stdout
+    assert not (site / "jax_ladder" / "_ladder_example").exists()
+    # The ladder's FFI rung only (-k): the other rungs need no build and run elsewhere.
+    for args, says in (
+        (["examples/ffi"], "FFI tests SKIPPED"),
+        (["examples/ladder", "-k", "ffi_handler"], "FFI rung SKIPPED"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(site)},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+        assert " skipped" in result.stdout
+        assert "failed" not in result.stdout
+        assert says in result.stdout
+        assert "pip install ." in result.stdout

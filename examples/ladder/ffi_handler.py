@@ -1,0 +1,88 @@
+"""Rung 6, FFI: the op as C++ handlers (csrc/rms_norm.cc) that XLA calls on the CPU.
+
+What it buys: any C++ (or CUDA) you already have, called from inside a jitted program with
+no copy and no Python on the way. Here the forward returns y and the inverse RMS r, and the
+backward, a second handler, returns dx and dw, tied together by a jax.custom_vjp.
+
+What it costs: a compiler and a build (CMake, nanobind), one handler per platform, and XLA
+knows nothing of what the handler does. vmap runs the handler once per batch element
+(vmap_method="sequential"), there is no forward mode, and under a sharded jit the partitioner
+cannot split a custom call: it gathers the operands onto every device.
+"""
+
+import importlib
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+EPS = 1e-6
+TARGETS = {
+    "forward": "jax_ladder_ladder_rms_norm_fwd",
+    "backward": "jax_ladder_ladder_rms_norm_bwd",
+}
+EXTENSION = "_rms_norm_ffi"
+STANDALONE_BUILD_DIR = Path(__file__).resolve().parent / "build"
+INSTALLED_MODULE = f"jax_ladder._ladder_example.{EXTENSION}"
+BUILD_HELP = (
+    f"the compiled extension {EXTENSION} was found neither in {STANDALONE_BUILD_DIR} nor as "
+    f"{INSTALLED_MODULE}. Build it standalone, from the kit's root:\n"
+    "    cmake -S examples/ladder -B examples/ladder/build -DPython_EXECUTABLE=$(which python)\n"
+    "    cmake --build examples/ladder/build\n"
+    "or install the kit with its FFI examples switched on (`pip install .`)"
+)
+
+
+def load_extension():
+    """The standalone build first (a developer's fresh build wins), then the kit's copy."""
+    spec = importlib.machinery.PathFinder.find_spec(EXTENSION, [str(STANDALONE_BUILD_DIR)])
+    if spec is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(INSTALLED_MODULE)
+    except ImportError as err:
+        raise ImportError(f"{BUILD_HELP}\n(import of {INSTALLED_MODULE} said: {err})") from err
+
+
+for _name, _capsule in load_extension().handlers().items():
+    jax.ffi.register_ffi_target(TARGETS[_name], _capsule, platform="cpu")
+
+
+def rms_norm(x, w):
+    """x: (..., d) float32, w: (d,) float32 -> (..., d). Reverse-mode differentiable."""
+    if x.dtype != jnp.float32 or w.dtype != jnp.float32:
+        raise TypeError(f"the handler takes float32 x and w, got {x.dtype} and {w.dtype}")
+    if x.ndim < 1 or w.shape != x.shape[-1:]:
+        raise ValueError(f"need x (..., d) and w (d,), got {x.shape} and {w.shape}")
+    return _rms_norm(x, w)
+
+
+def _forward(x, w):
+    results = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape[:-1], x.dtype))
+    call = jax.ffi.ffi_call(TARGETS["forward"], results, vmap_method="sequential")
+    return call(x, w, eps=np.float32(EPS))  # the attribute's type must match: Attr<float>
+
+
+@jax.custom_vjp
+def _rms_norm(x, w):
+    return _forward(x, w)[0]
+
+
+def _fwd(x, w):
+    y, r = _forward(x, w)
+    return y, (x, w, r)
+
+
+def _bwd(residuals, dy):
+    x, w, r = residuals
+    results = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(w.shape, w.dtype))
+    call = jax.ffi.ffi_call(TARGETS["backward"], results, vmap_method="sequential")
+    return call(x, w, r, dy)
+
+
+_rms_norm.defvjp(_fwd, _bwd)
