@@ -26,6 +26,8 @@ RULES_HIGH: tuple[Rule, ...] = (
             "jax.ad_checkpoint.print_saved_residuals(f, x) to see what is stored",
             "a custom_vjp that saves less (rung 4) only if remat costs too much time",
         ),
+        # The starter whose policy saves least (it even gathers weights again).
+        new_args="--set remat=regather",
     ),
     Rule(
         id="shard-map",
