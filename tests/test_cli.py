@@ -116,14 +116,18 @@ def test_output_dir_that_is_a_file_is_rejected(tmp_path):
     assert files_under(tmp_path) == [tmp_path.joinpath("file").relative_to(tmp_path)]
 
 
-def test_demo_runs_a_rung_and_prints_a_table(tmp_path):
-    # One rung: every rung's default bake is already tested in test_templates.py
-    # through the same runner, so the whole demo would only repeat that work.
+def test_demo_runs_rungs_side_by_side_and_prints_a_table_in_ladder_order(tmp_path):
+    # Two rungs, so two test runs share the pool: every rung's default bake is
+    # already tested in test_templates.py through the same runner, so the
+    # whole demo would only repeat that work.
     result = run_cli(
-        "demo", "--rung", "custom-vjp", "--output-dir", str(tmp_path / "demo"), cwd=tmp_path
+        *("demo", "--rung", "custom-partitioning", "--rung", "custom-vjp"),
+        *("--output-dir", str(tmp_path / "demo")),
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "running tests" in result.stdout  # progress
-    row = next(line for line in result.stdout.splitlines() if line.startswith("custom-vjp "))
-    assert " ok " in row, row
-    assert "% of tol" in row, row
+    rows = [line for line in result.stdout.splitlines() if line.startswith("custom-")]
+    rows = [row for row in rows if "% of tol" in row]
+    assert [row.split()[0] for row in rows] == ["custom-partitioning", "custom-vjp"], rows
+    assert all(" ok " in row for row in rows), rows

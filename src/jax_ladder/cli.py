@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
@@ -238,20 +240,35 @@ def _add_demo(sub: Subparsers) -> None:
 def cmd_demo(args: Args) -> int:
     rungs = [_rung_or_error(name) for name in args.rung] or available()
     out = args.output_dir or Path(tempfile.mkdtemp(prefix="jax-ladder-demo-"))
-    print(f"jax-ladder demo: {len(rungs)} rung(s) in {out}", flush=True)
-    rows = []
-    for i, rung in enumerate(rungs, 1):
-        print(f"[{i}/{len(rungs)}] {rung.name}: scaffolding", flush=True)
-        start = time.perf_counter()
-        project = scaffold(rung, out / rung.name, {})
+    workers = min(len(rungs), os.cpu_count() or 1)
+    print(f"jax-ladder demo: {len(rungs)} rung(s) in {out}, {workers} at a time", flush=True)
+    start = time.perf_counter()
+    projects = {}
+    for rung in rungs:
+        print(f"{rung.name}: scaffolding", flush=True)
+        projects[rung.name] = scaffold(rung, out / rung.name, {})
+
+    def test(rung: Rung) -> tuple[TestRun, float]:
+        project = projects[rung.name]
         doing = "building and testing" if needs_build(project) else "running tests in"
-        print(f"[{i}/{len(rungs)}] {rung.name}: {doing} {project}", flush=True)
-        echo = (lambda line: print("    " + line, flush=True)) if args.verbose else None
+        print(f"{rung.name}: {doing} {project}", flush=True)
+        began = time.perf_counter()
+        echo = (lambda line: print(f"  {rung.name}: {line}", flush=True)) if args.verbose else None
         run = run_project_tests(project, echo=echo)
+        seconds = time.perf_counter() - began
+        print(f"{rung.name}: {'ok' if run.ok else 'FAILED'} in {seconds:.1f} s", flush=True)
         if not run.ok and not args.verbose:
-            print(run.output[-4000:])
-        rows.append((rung, run, time.perf_counter() - start))
+            print(run.output[-4000:], flush=True)
+        return run, seconds
+
+    # The projects' test runs are separate processes, mostly one core each, so
+    # they run side by side; the compiled ones (the longest) start first.
+    order = sorted(rungs, key=lambda rung: not needs_build(projects[rung.name]))
+    with ThreadPoolExecutor(workers) as pool:
+        results = dict(zip((r.name for r in order), pool.map(test, order), strict=True))
+    rows = [(rung, *results[rung.name]) for rung in rungs]
     _print_table(rows)
+    print(f"{len(rungs)} rung(s) in {time.perf_counter() - start:.0f} s", flush=True)
     return 0 if all(run.ok for _, run, _ in rows) else 1
 
 
