@@ -48,6 +48,9 @@ ADDITIONS = {
     ("internals", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices, set before JAX starts, for the sharding test"
     ),
+    ("pallas", f"{P}/tests/conftest.py"): (
+        "eight simulated CPU devices, set before JAX starts, for the sharding tests"
+    ),
     ("ffi", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices for the sharding tests, and the CPU as the default "
         "device: the tests check the CPU handler even where a GPU is present"

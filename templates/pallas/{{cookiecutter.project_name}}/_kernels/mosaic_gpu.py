@@ -65,10 +65,23 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
 BACKEND = "mosaic_gpu"
+# The platform the kernel runs natively on, as jax.export names platforms
+# (JAX's device.platform says "gpu"). Hopper only: see present() in the tests.
+PLATFORM = "cuda"
 # The largest accumulator one warpgroup holds (128x128 float32: 128 registers
 # per thread); block_k=64 is one 128-byte swizzle row of bfloat16 and leaves
 # SMEM for 4 pipeline slots in bfloat16, 3 in float32.
 DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 64}
+# What the tuner (python -m <package>.tune) tries: (block_m, block_n, block_k).
+# block_m * block_n stays within one warpgroup's registers (at most 128 * 128).
+TUNING_CANDIDATES = [
+    (128, 128, 64),
+    (64, 128, 64),
+    (128, 64, 64),
+    (128, 128, 128),
+    (64, 256, 64),
+    (64, 128, 128),
+]
 
 # Every block dimension is a multiple of 64: WGMMA's instruction covers 64
 # rows (M), and a 128-byte swizzle row holds 64 bfloat16 (32 float32)

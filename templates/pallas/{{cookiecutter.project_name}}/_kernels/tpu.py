@@ -22,9 +22,21 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 BACKEND = "tpu"
+# The platform the kernel runs natively on, as jax.export names platforms.
+PLATFORM = "tpu"
 # 128 matches the 128x128 MXUs of v4/v5; v6e's are 256x256, so try 256 there
 # when the tiles still fit VMEM (3 tiles, double-buffered).
 DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 128}
+# What the tuner (python -m <package>.tune) tries: (block_m, block_n, block_k).
+TUNING_CANDIDATES = [
+    (128, 128, 128),
+    (256, 128, 128),
+    (128, 256, 128),
+    (128, 128, 256),
+    (256, 256, 256),
+    (512, 256, 256),
+    (256, 512, 512),
+]
 # Grid (i, j, kk). Each (i, j) output tile is independent: "parallel", so chips
 # with two TensorCores split them. The kk steps add into one accumulator and
 # write the tile once, so they must run in order on one core: "arbitrary". Marked

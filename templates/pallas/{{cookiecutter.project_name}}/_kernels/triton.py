@@ -23,7 +23,19 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 BACKEND = "triton"
+# The platform the kernel runs natively on, as jax.export names platforms
+# (JAX's device.platform says "gpu").
+PLATFORM = "cuda"
 DEFAULT_BLOCKS = {"block_m": 64, "block_n": 64, "block_k": 32}
+# What the tuner (python -m <package>.tune) tries: (block_m, block_n, block_k).
+TUNING_CANDIDATES = [
+    (64, 64, 32),
+    (128, 64, 32),
+    (64, 128, 32),
+    (128, 128, 32),
+    (64, 64, 64),
+    (128, 128, 64),
+]
 COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=3)
 
 type Activation = Literal["gelu"] | None

@@ -1,5 +1,7 @@
 """What the tests need to know about the Mosaic GPU target (Hopper)."""
 
+import contextlib
+
 import jax
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
@@ -42,3 +44,28 @@ def present() -> bool:
 
 def reset_strict():
     """Nothing to do: the GPU interpreter cleans up after an error itself."""
+
+
+# --- jax.export ----------------------------------------------------------------------
+EXPORT_PLATFORM = "cuda"
+EXPORT_DISABLED_CHECKS = ()  # mosaic_gpu_v2 is on jax.export's list of stable calls
+# No symbolic batch: Mosaic GPU's lowering asserts on a symbolic grid (a bare
+# AssertionError). Tracked with Pallas shape polymorphism in jax-ml/jax#24960.
+SYMBOLIC_BATCH = "128*b"
+SYMBOLIC_BATCH_ERROR = (AssertionError, None)
+
+
+def export_context():
+    return contextlib.nullcontext()
+
+
+# The sharding tests check the compiled program but do not run it: the GPU
+# interpreter keeps one global state for all devices, and a kernel finishing on
+# one device asserts that no other holds a barrier ("Barrier remains
+# allocated"), which fails when several CPU devices interpret at once.
+INTERPRETS_SHARDED = False
+# Nor can custom_partitioning hold the interpreted kernel: the GPU interpreter
+# works through ordered io_callbacks, an effect the partitioner's callback
+# cannot handle (KeyError: OrderedIOEffect). The native kernel has no such
+# effect; check it on a GPU runner.
+PARTITIONS_INTERPRETED = (jax.errors.JaxRuntimeError, "OrderedIOEffect")

@@ -1,5 +1,7 @@
 """What the tests need to know about the TPU target."""
 
+import contextlib
+
 import jax
 from jax.experimental.pallas import tpu as pltpu
 
@@ -38,3 +40,22 @@ def lower(fn, *args) -> str:
 
 def present() -> bool:
     return jax.default_backend() == "tpu"
+
+
+# --- jax.export ----------------------------------------------------------------------
+EXPORT_PLATFORM = "tpu"
+EXPORT_DISABLED_CHECKS = ()  # tpu_custom_call is on jax.export's list of stable calls
+# A symbolic batch works when it is a whole number of row blocks: the kernel
+# clamps block_m to m (min(block_m, m)), which a bare symbolic m cannot answer.
+SYMBOLIC_BATCH = "128*b"
+SYMBOLIC_BATCH_ERROR = None
+
+
+def export_context():
+    return contextlib.nullcontext()
+
+
+# The sharding tests run the interpreted kernel on several CPU devices at once.
+INTERPRETS_SHARDED = True
+# ...and custom_partitioning compiles it.
+PARTITIONS_INTERPRETED = True

@@ -1,6 +1,7 @@
 """What the tests need to know about the Triton (GPU) target."""
 
 import jax
+from jax import export
 from jax.sharding import AbstractDevice, AbstractMesh, AxisType
 
 NAME = "gpu"
@@ -27,3 +28,26 @@ def present() -> bool:
 
 def reset_strict():
     """Nothing to do: the plain interpreter keeps no state between kernels."""
+
+
+# --- jax.export ----------------------------------------------------------------------
+EXPORT_PLATFORM = "cuda"
+# Triton calls carry a compiled kernel for one GPU: jax.export asks to be told
+# that this is meant.
+EXPORT_DISABLED_CHECKS = (export.DisabledSafetyCheck.custom_call(KERNEL_CALL),)
+# No symbolic batch: pallas_call refuses dynamically-shaped blocks (this
+# kernel's blocks span the whole arrays). Tracked with Pallas shape
+# polymorphism in jax-ml/jax#24960.
+SYMBOLIC_BATCH = "128*b"
+SYMBOLIC_BATCH_ERROR = (ValueError, "does not support dynamically-shaped blocks")
+
+
+def export_context():
+    """The abstract GPU lowering needs (see lower above)."""
+    return jax.sharding.use_abstract_mesh(_MESH)
+
+
+# The sharding tests run the interpreted kernel on several CPU devices at once.
+INTERPRETS_SHARDED = True
+# ...and custom_partitioning compiles it.
+PARTITIONS_INTERPRETED = True

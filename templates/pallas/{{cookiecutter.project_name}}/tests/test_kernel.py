@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from {{ cookiecutter.package_name }} import BACKWARD, fused_matmul, fused_matmul_reference, kernel
+from {{ cookiecutter.package_name }} import BACKWARD, fused_matmul_reference, kernel
+from {{ cookiecutter.package_name }} import fused_matmul as op
 
 import target
 from oracle import assert_close, fused_matmul_f64, fused_matmul_vjp_f64, rtol_for
@@ -19,6 +20,13 @@ SHAPES = [(1, 1, 1), (8, 128, 128), (256, 256, 256), (200, 300, 130), (129, 257,
 # No square shape for gradients: it would hide a transposed operand.
 GRADIENT_SHAPES = [(1, 1, 1), (8, 128, 128), (200, 300, 130), (129, 257, 383)]
 DTYPES = [jnp.float32, jnp.bfloat16]
+
+
+def fused_matmul(*args, **kwargs):
+    """The op, made to run the kernel: "auto" would run the plain-JAX
+    reference on a host without the kernel's hardware (test_composed.py
+    tests that choice)."""
+    return op(*args, implementation="kernel", **kwargs)
 
 
 def operands(rng, shape, dtype):

@@ -10,22 +10,43 @@ BlockSpecs: da = dz @ b^T and db = a^T @ dz.
 matmuls): the right choice until a profile says the backward is your
 bottleneck.
 {%- endif %}
+
+Around the kernel, what makes it usable in a model:
+
+- implementation="auto" | "kernel" | "reference" (and the environment
+  variable IMPLEMENTATION_ENV, which overrides it everywhere): "auto" runs the
+  kernel on its own hardware and the plain-JAX reference anywhere else.
+- Block sizes come from the tuned table (block_table.py) when the caller
+  gives none, else from kernel.DEFAULT_BLOCKS.
+- Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
+  shard through jax.shard_map. For jit with Auto shardings, see
+  partitioning.py.
 """
 
+import os
+from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
+from jax.export import default_export_platform
+from jax.sharding import AxisType
+from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
-from . import kernel
-{%- if cookiecutter.backward == "reference" %}
+from . import block_table, kernel
 from .reference import fused_matmul_reference
-{%- endif %}
 
 DTYPES = (jnp.float32, jnp.bfloat16)
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
+
+type Implementation = Literal["auto", "kernel", "reference"]
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation.__value__)
+# Set to kernel or reference to force that implementation on every call,
+# whatever the caller passed (say, reference to rule the kernel out of a bug
+# hunt). Read when the op is traced: set it before the first jit call.
+IMPLEMENTATION_ENV = "{{ cookiecutter.package_name.upper() }}_IMPLEMENTATION"
 
 
 class Blocks(NamedTuple):
@@ -42,6 +63,7 @@ def fused_matmul(
     b: ArrayLike,
     bias: ArrayLike,
     *,
+    implementation: Implementation = "auto",
     block_m: int | None = None,
     block_n: int | None = None,
     block_k: int | None = None,
@@ -49,12 +71,59 @@ def fused_matmul(
 ) -> jax.Array:
     """gelu(a (m, k) @ b (k, n) + bias (n,)), in the dtype of a.
 
-    Block sizes default to kernel.DEFAULT_BLOCKS and are checked against the
-    target's tiling rules before anything is lowered. interpret=None runs the
-    kernel natively on its target and interpreted elsewhere; pass
-    pltpu.InterpretParams / True / False to choose.
+    implementation: "kernel" runs the Pallas kernel (interpreted, on the CPU,
+    where its hardware is absent: slow, for tests), "reference" the plain-JAX
+    reference, "auto" the kernel on its hardware and the reference elsewhere.
+    The environment variable IMPLEMENTATION_ENV overrides it.
+
+    Block sizes not given come from the tuned table (block_table.py), else
+    kernel.DEFAULT_BLOCKS, and are checked against the target's tiling rules
+    before anything is lowered. interpret=None runs the kernel natively on its
+    target and interpreted elsewhere; pass True / False (or the interpreter's
+    settings) to choose.
     """
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
+    _check_operands(a, b, bias)
+    if resolve_implementation(implementation) == "reference":
+        return fused_matmul_reference(a, b, bias)
+    if _explicitly_sharded(a, b, bias):
+        # pallas_call needs Manual mesh axes: run it per shard, on local shapes.
+        local = partial(
+            fused_matmul,
+            implementation="kernel",
+            block_m=block_m,
+            block_n=block_n,
+            block_k=block_k,
+            interpret=interpret,
+        )
+        return _per_shard(local, a, b, bias)
+    blocks, table = _blocks(a, b, block_m, block_n, block_k)
+    try:
+        _check_all_blocks(a, b, bias, blocks)
+    except ValueError as error:
+        if table is None:
+            raise
+        raise ValueError(
+            f"the tuned blocks for this shape in {table} are invalid: {error}"
+        ) from None
+    return _fused_matmul(a, b, bias, blocks, interpret)
+
+
+def resolve_implementation(implementation: str) -> Literal["kernel", "reference"]:
+    """The implementation a call runs: the environment variable wins, then the
+    argument; "auto" is the kernel on its own platform only."""
+    forced = os.environ.get(IMPLEMENTATION_ENV, "")
+    choice = forced or implementation
+    if choice not in IMPLEMENTATIONS:
+        source = f"${IMPLEMENTATION_ENV}" if forced else "implementation"
+        raise ValueError(f"{source} must be one of {IMPLEMENTATIONS}, got {choice!r}")
+    if choice == "auto":
+        # Canonical platform names ("cuda", not JAX's device.platform "gpu").
+        return "kernel" if default_export_platform() == kernel.PLATFORM else "reference"
+    return "kernel" if choice == "kernel" else "reference"
+
+
+def _check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
     if a.ndim != 2 or b.ndim != 2 or bias.ndim != 1:
         raise ValueError(
             f"expected a (m, k), b (k, n), bias (n,); got shapes {a.shape}, {b.shape}, {bias.shape}"
@@ -68,13 +137,64 @@ def fused_matmul(
         )
     if 0 in a.shape or 0 in b.shape:
         raise ValueError(f"empty operands: a {a.shape}, b {b.shape}")
+
+
+def _blocks(
+    a: jax.Array, b: jax.Array, block_m: int | None, block_n: int | None, block_k: int | None
+) -> tuple[Blocks, str | None]:
+    """The caller's block sizes; those not given from the tuned table for this
+    device, dtype and shape, else the kernel's defaults. Also returns the
+    table's path when an entry was used, for error messages."""
+    (m, k), n = a.shape, b.shape[1]
+    tuned = block_table.lookup(a.dtype, m, k, n)
+    defaults = kernel.DEFAULT_BLOCKS if tuned is None else tuned.blocks
     given = {"block_m": block_m, "block_n": block_n, "block_k": block_k}
-    blocks = Blocks(**{k: kernel.DEFAULT_BLOCKS[k] if v is None else v for k, v in given.items()})
+    blocks = Blocks(**{k: defaults[k] if v is None else v for k, v in given.items()})
     for key, value in blocks._asdict().items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{key} must be a positive int, got {value!r}")
-    _check_all_blocks(a, b, bias, blocks)
-    return _fused_matmul(a, b, bias, blocks, interpret)
+    return blocks, None if tuned is None else tuned.source
+
+
+# --- sharding: one kernel per shard ------------------------------------------------
+
+
+def _explicitly_sharded(*arrays: jax.Array) -> bool:
+    """Whether any operand's type carries a mesh with Explicit axes."""
+    return any(AxisType.Explicit in jax.typeof(x).sharding.mesh.axis_types for x in arrays)
+
+
+def _per_shard(
+    local: Callable[..., jax.Array], a: jax.Array, b: jax.Array, bias: jax.Array
+) -> jax.Array:
+    """Run local on each device's block: rows of a and columns of b may be
+    sharded (no communication: each output tile needs only its row of a and its
+    column of b); the contracted k axis must be whole."""
+    a_spec, b_spec, bias_spec = (
+        tuple(jax.typeof(x).sharding.spec) + (None, None) for x in (a, b, bias)
+    )
+    rows, cols = a_spec[0], b_spec[1]
+    if a_spec[1] is not None or b_spec[0] is not None:
+        raise ValueError(
+            f"the contracted axis k is sharded (a {P(*a_spec[:2])}, b {P(*b_spec[:2])}): the "
+            "kernel needs it whole on each device; jax.sharding.reshard it first"
+        )
+    if bias_spec[0] != cols:
+        raise ValueError(
+            f"bias is sharded {P(bias_spec[0])} but b's columns {P(cols)}: reshard bias to match"
+        )
+    # check_vma=False, as JAX's own Pallas ops: pallas_call's result types do
+    # not say which mesh axes they vary over. The transpose then sums each
+    # operand's cotangent over the axes its spec leaves out, which is the sum
+    # the gradient needs (db over the row shards, da over the column shards).
+    per_shard = jax.shard_map(
+        local,
+        in_specs=(P(rows, None), P(None, cols), P(cols)),
+        out_specs=P(rows, cols),
+        check_vma=False,
+    )
+    result: jax.Array = per_shard(a, b, bias)
+    return result
 
 
 def _check_all_blocks(a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks) -> None:
