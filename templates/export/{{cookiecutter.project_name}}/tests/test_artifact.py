@@ -117,8 +117,8 @@ def test_platform_check_compares_canonical_names(device, canonical):
     ids=str,
 )
 def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs):
-    # Stands in for the Exported: its platforms, and a call that says it was made.
-    stand_in = types.SimpleNamespace(platforms=exported_for, call=lambda *args: "called")
+    # Stands in for the Exported: its platforms, and a call whose result says it was made.
+    stand_in = types.SimpleNamespace(platforms=exported_for, call=lambda *args: jnp.int32(7))
     metadata = {"inputs": artifact.input_metadata(), "constraints": list(artifact.CONSTRAINTS)}
     loaded = artifact.Artifact(stand_in, metadata)
     inputs = inputs_for(loaded, SIZES[1])
@@ -129,11 +129,31 @@ def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs):
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
     if runs:
-        assert loaded(*inputs.values()) == "called"
+        assert loaded(*inputs.values()) == 7
     else:
         wanted = f"exported for {', '.join(exported_for)}, not for cuda"
         with pytest.raises(ValueError, match=wanted):
             loaded(*inputs.values())
+
+
+def test_inputs_are_checked_once_per_signature(loaded, monkeypatch):
+    checked = []
+    check_inputs = artifact.check_inputs
+    monkeypatch.setattr(artifact, "check_inputs", lambda *a: checked.append(1) or check_inputs(*a))
+    fresh = artifact.Artifact(loaded.exported, loaded.metadata)
+    first, second = inputs_for(fresh, SIZES[1]), inputs_for(fresh, SIZES[2], seed=1)
+    for inputs in [first, first, second, first, second]:
+        want = predict_f64(init_params(), *inputs.values())
+        assert_close(fresh(*inputs.values()), want, 10 * rtol_for("float32"))
+    assert len(checked) == 2  # one per signature, however many calls
+    # The same shapes with another dtype are another signature, checked anew
+    # (without x64 JAX itself would take float64 as float32), and a failed
+    # check is not remembered: it raises on every call.
+    wrong = dict(first, x=first["x"].astype(np.float64))
+    for x64 in [False, True]:
+        with jax.enable_x64(x64), pytest.raises(TypeError, match="x must be float32, got float64"):
+            fresh(*wrong.values())
+    assert len(checked) == 4
 
 
 def test_jit_of_the_loaded_call(loaded):
@@ -202,6 +222,12 @@ def test_wrong_dtype(loaded, x64):
     # look at the caller's array, not at what JAX makes of it.
     with jax.enable_x64(x64), pytest.raises(TypeError, match="x must be float32, got float64"):
         loaded(*inputs.values())
+
+
+def test_python_lists_are_checked_too(loaded):
+    inputs = inputs_for(loaded, SIZES[1])
+    with pytest.raises(TypeError, match="x must be float32, got float64"):
+        loaded(*[a.tolist() for a in inputs.values()])
 
 
 def test_wrong_rank(loaded):

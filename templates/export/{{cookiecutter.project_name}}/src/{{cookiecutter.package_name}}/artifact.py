@@ -54,6 +54,8 @@ type Metadata = dict[str, Any]
 # Arrays by input name, as random_inputs makes them and np.load reads them.
 type Inputs = dict[str, npt.NDArray[Any]]
 type StrPath = str | os.PathLike[str]
+# What the input checks depend on: each input's shape and dtype.
+type Signature = tuple[tuple[tuple[int, ...], np.dtype[Any]], ...]
 
 
 def input_specs() -> list[jax.ShapeDtypeStruct]:
@@ -159,21 +161,41 @@ def platform_error(exported_platforms: Sequence[str], platform: str) -> str | No
 
 class Artifact:
     """A loaded artifact. Calling it checks the inputs against the metadata
-    first, so a mistake gets a message that names it."""
+    first, so a mistake gets a message that names it.
+
+    The checks depend only on the inputs' shapes and dtypes, so they run once
+    per input signature; later calls with the same signature cost a set
+    lookup. (Sharding is not part of the signature: the checks do not depend
+    on it, and jax.jit keys its own cache on it.) Exported.call is wrapped in
+    jax.jit: called bare, it traces the artifact's call again on every call,
+    which costs more than the call itself on small inputs; jitted, that work
+    is done once per signature too."""
 
     def __init__(self, exported: export.Exported, metadata: Metadata):
         self.exported = exported
         self.metadata = metadata
+        self._call = jax.jit(exported.call)
+        # The input signatures that passed the checks. Failures are not
+        # recorded: a bad input raises on every call.
+        self._checked: set[Signature] = set()
 
     def __call__(self, *args: ArrayLike) -> jax.Array:
-        check_inputs(self.metadata, args)
-        # The canonical name ("cuda"), as the artifact records it; not
-        # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
-        error = platform_error(self.exported.platforms, export.default_export_platform())
-        if error:
-            raise ValueError(error)
+        # Arrays (NumPy, JAX, tracers) carry their own shape and dtype: the fast,
+        # common case. The dtype is the caller's, as input_dtype reads it.
+        try:
+            signature = tuple([(arg.shape, arg.dtype) for arg in args])  # type: ignore[union-attr]
+        except AttributeError:  # Python scalars and lists
+            signature = tuple([(np.shape(arg), input_dtype(arg)) for arg in args])
+        if signature not in self._checked:
+            check_inputs(self.metadata, args)
+            # The canonical name ("cuda"), as the artifact records it; not
+            # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
+            error = platform_error(self.exported.platforms, export.default_export_platform())
+            if error:
+                raise ValueError(error)
+            self._checked.add(signature)
         # Exported.call is unannotated in JAX; this model returns one array.
-        output: jax.Array = self.exported.call(*args)
+        output: jax.Array = self._call(*args)
         return output
 
 
@@ -230,6 +252,13 @@ def deserialize_error(path: Path, metadata: Metadata, err: Exception) -> str:
     )
 
 
+def input_dtype(arg: ArrayLike) -> np.dtype[Any]:
+    """The argument's own dtype, not JAX's canonical one: with x64 disabled
+    JAX would quietly turn a float64 array into float32."""
+    dtype = getattr(arg, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.asarray(arg).dtype
+
+
 def check_inputs(metadata: Metadata, args: Sequence[ArrayLike]) -> None:
     """Ranks, dtypes, static sizes, shared dimension variables, constraints."""
     specs = metadata["inputs"]
@@ -239,10 +268,7 @@ def check_inputs(metadata: Metadata, args: Sequence[ArrayLike]) -> None:
     sizes: dict[str, int] = {}
     for spec, arg in zip(specs, args, strict=True):
         name, dims = spec["name"], [d.strip() for d in spec["shape"].split(",")]
-        # The argument's own dtype, not JAX's canonical one: with x64 disabled
-        # JAX would quietly turn a float64 array into float32.
-        shape = np.shape(arg)
-        dtype = np.dtype(getattr(arg, "dtype", None) or np.asarray(arg).dtype)
+        shape, dtype = np.shape(arg), input_dtype(arg)
         if len(shape) != len(dims):
             raise ValueError(
                 f"{name} must have rank {len(dims)} ({spec['shape']}), got shape {shape}"
