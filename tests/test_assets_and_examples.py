@@ -82,8 +82,9 @@ def test_kit_install_compiles_the_ffi_examples(module):
     """`pip install .` of the kit builds examples/ffi's and examples/ladder's C++ into the
     wheel, so test_example_passes_its_tests runs compiled FFI code."""
     path = Path(importlib.import_module(module).__file__).resolve()
-    # Installed (site-packages, or a --target folder), not a build in the source tree.
-    assert REPO.resolve() not in path.parents, path
+    # Installed (site-packages, or a --target folder), not a standalone build
+    # beside the example's sources (the kit's .venv may sit inside REPO).
+    assert not path.is_relative_to(REPO.resolve() / "examples"), path
 
 
 def test_ffi_example_tests_skip_and_say_why_when_the_kit_is_built_without_it(tmp_path):
