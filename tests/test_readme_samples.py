@@ -72,7 +72,8 @@ def test_the_demo_sample_is_the_real_table_with_one_row_per_template_in_order(ca
     header, rule = capsys.readouterr().out.strip("\n").splitlines()
     lines = README["demo"].splitlines()
     assert lines[:2] == [header, rule], REFRESH.format("demo")
-    rows = lines[2:]
+    rows, total = lines[2:-1], lines[-1]
     assert [row.split()[0] for row in rows] == [rung.name for rung in available()]
+    assert re.fullmatch(rf"{len(rows)} rung\(s\) in \d+ s", total), total
     assert all(len(row) == len(header) for row in rows), "columns out of line with the header"
     assert all(row.split()[1] == "ok" for row in rows), "a sample with a failed rung"
