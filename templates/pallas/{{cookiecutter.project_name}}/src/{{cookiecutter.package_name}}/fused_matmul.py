@@ -71,9 +71,9 @@ def fused_matmul(
 ) -> jax.Array:
     """gelu(a (m, k) @ b (k, n) + bias (n,)), in the dtype of a.
 
-    implementation: "kernel" runs the Pallas kernel (interpreted, on the CPU,
-    where its hardware is absent: slow, for tests), "reference" the plain-JAX
-    reference, "auto" the kernel on its hardware and the reference elsewhere.
+    implementation: kernel runs the Pallas kernel (interpreted, on the CPU,
+    where its hardware is absent: slow, for tests), reference the plain-JAX
+    reference, auto the kernel on its hardware and the reference elsewhere.
     The environment variable IMPLEMENTATION_ENV overrides it.
 
     Block sizes not given come from the tuned table (block_table.py), else
