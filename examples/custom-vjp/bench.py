@@ -52,14 +52,18 @@ def footprint_bytes(compiled):
     )
 
 
-def median_seconds(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up
-    times = []
+def median_seconds(fns, args, repeats):
+    """Median time of each compiled function, calling them in turn (so that a busy machine
+    slows both alike) after a warm-up."""
+    for fn in fns:
+        jax.block_until_ready(fn(*args))  # warm-up
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, fn_times in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            fn_times.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def run_case(batch, hidden, features, contraction, repeats, seed=0):
@@ -94,8 +98,7 @@ def run_case(batch, hidden, features, contraction, repeats, seed=0):
         for fn in (implicit_jit, unrolled_jit)
     )
 
-    t_imp = median_seconds(implicit_jit, (params, x), repeats)
-    t_unr = median_seconds(unrolled_jit, (params, x), repeats)
+    t_imp, t_unr = median_seconds([implicit_jit, unrolled_jit], (params, x), repeats)
     m_imp, m_unr = footprint_bytes(implicit_jit), footprint_bytes(unrolled_jit)
     print(
         f"{batch:>5} {hidden:>6} {contraction:>5.2f} {iters:>5} | "

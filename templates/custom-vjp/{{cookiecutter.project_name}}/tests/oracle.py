@@ -72,6 +72,16 @@ def distances_vjp_f64(x, y, cotangent):
     return weighted.sum(axis=1), -weighted.sum(axis=0)
 
 
+def distances_jvp_f64(x, y, x_dot, y_dot):
+    """Directional derivative of d along (x_dot, y_dot); 0 where x_i == y_j."""
+    x, y, x_dot, y_dot = (np.asarray(a, dtype=np.float64) for a in (x, y, x_dot, y_dot))
+    diff = x[:, None, :] - y[None, :, :]
+    d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    inner = np.einsum("ijk,ijk->ij", diff, x_dot[:, None, :] - y_dot[None, :, :])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d == 0, 0.0, inner / d)
+
+
 def distances_hessian_f64(x, y, weights):
     """Second derivatives of sum(weights * d) with respect to (x, y), nested
     like jax.jacrev(jax.jacrev(f, (0, 1)), (0, 1)): ((H_xx, H_xy), (H_yx, H_yy)),

@@ -17,6 +17,9 @@ from oracle import (
     assert_close,
     distances_f64,
     distances_hessian_f64,
+{%- if cookiecutter.rule == "jvp" %}
+    distances_jvp_f64,
+{%- endif %}
     distances_vjp_f64,
     rtol_for,
     shape_id,
@@ -180,6 +183,31 @@ def test_energy_minimisation_step_stays_finite(rng):
 def _energy_grad_f64(x):
     d = distances_f64(x, x)
     return distances_vjp_f64(x, x, -np.exp(-d))[0] * 2  # x appears as both x and y
+
+
+# --- far from the origin -------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [1e4, -3e4])
+def test_far_from_the_origin_float32(rng, offset):
+    # Points about 1e4 from the origin with a spread of 1. The rule's matrix
+    # products, x * rowsum(w) - w @ y, subtract terms of size 1e4 to get terms
+    # of size 1: without centring the points first, float32 loses about 4 of
+    # its 7 digits. (The differences x_i - y_j themselves are exact here.)
+    n, m, k = 40, 30, 3
+    x = points(rng, n, k, "float32") + jnp.float32(offset)
+    y = points(rng, m, k, "float32") + jnp.float32(offset)
+    cotangent = jnp.asarray(rng.standard_normal((n, m)), "float32")
+    assert_close(pairwise_distances(x, y), distances_f64(x, y), rtol_for("float32"))
+    got = jax.grad(weighted_sum(pairwise_distances), argnums=(0, 1))(x, y, cotangent)
+    for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
+        assert_close(g, w, 10 * rtol_for("float32"))
+{%- if cookiecutter.rule == "jvp" %}
+    # Forward mode runs the same products, untransposed.
+    x_dot, y_dot = points(rng, n, k, "float32"), points(rng, m, k, "float32")
+    _, got_dot = jax.jvp(pairwise_distances, (x, y), (x_dot, y_dot))
+    assert_close(got_dot, distances_jvp_f64(x, y, x_dot, y_dot), 10 * rtol_for("float32"))
+{%- endif %}
 
 
 # --- transforms ---------------------------------------------------------------
