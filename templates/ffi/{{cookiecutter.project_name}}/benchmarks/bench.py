@@ -15,16 +15,24 @@ the frees would charge the FFI side alone.
 
 Bandwidth: the bytes the op must move at least (read x, write y; the
 backward also reads x and the cotangent and writes dx) over its time, as a
-fraction of a NumPy copy of the same size into memory already in use (one
-thread, no page faults): about what this machine's memory can stream. RMS
-normalisation is memory-bound, so that fraction, not FLOPs, says how much is
-left to gain; page faults on fresh output are part of what is left.
+fraction of what a NumPy copy of the same bytes reaches, timed in the same
+alternation as the two ops (one thread):
 
-On a CPU much of the time for 64 MB of fresh output is the kernel's page
-faults, for both sides (the handler pre-faults its output, see
-csrc/rms_norm_parallel.h). GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (transparent
-huge pages for large allocations, on Linux with glibc) removes most of them
-and shows the compute difference better.
+- "of copy": a copy into memory already in use (no page faults), about what
+  this machine's memory can stream;
+- "of fresh": a copy into a newly allocated array, as the op itself must
+  write: the kernel zeroes each fresh page on its first write (NumPy, like
+  this handler, asks for transparent huge pages for large arrays).
+
+RMS normalisation is memory-bound, so these fractions, not FLOPs, say how
+much is left to gain. For XLA itself, "jit copy" times jax.jit(lambda x: 2 * x):
+one read and one write per element into XLA's own fresh output.
+
+Much of the time for 64 MB of fresh output is the kernel's page faults: the
+handler asks for huge pages on its output and pre-faults it (see
+csrc/rms_norm_parallel.h), while XLA's buffers take 4 KiB faults unless
+GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (on Linux with glibc) asks for huge
+pages for them too.
 """
 
 import argparse
@@ -64,16 +72,18 @@ def median_seconds(fns, args, repeats):
     return [statistics.median(t) for t in times]
 
 
-def copy_bandwidth(nbytes, repeats):
-    """Bytes per second of a NumPy copy (read + write) into touched memory."""
+def copies(nbytes):
+    """Two NumPy copies of nbytes: into memory in use, and into a fresh array."""
     src = np.ones(nbytes // 4, np.float32)
-    dst = np.zeros_like(src)  # written once here, so the timed copies take no page faults
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    dst = np.zeros_like(src)  # written once here, so copies into it take no page faults
+
+    def copy_into_used(*_):
         np.copyto(dst, src)
-        times.append(time.perf_counter() - start)
-    return 2 * nbytes / statistics.median(times)
+
+    def copy_into_fresh(*_):
+        return src.copy()
+
+    return [copy_into_used, copy_into_fresh]
 
 
 def max_error(got, want):
@@ -101,13 +111,13 @@ def main():
         f"median of {repeats} runs" + (f", GLIBC_TUNABLES={tunables}" if tunables else "")
     )
     print(
-        f"{'rows x cols':>12} {'pass':>9} {'ffi ms':>9} {'reference ms':>13} {'speed-up':>9} "
-        f"{'ffi GB/s':>9} {'of copy':>8} {'max |diff|':>11}"
+        f"{'rows x cols':>12} {'pass':>9} {'ffi ms':>8} {'ref ms':>8} {'speed-up':>8} "
+        f"{'ffi GB/s':>8} {'of copy':>8} {'of fresh':>8} {'ref GB/s':>8} {'max |diff|':>10}"
     )
     rng = np.random.default_rng(0)
+    jit_copy = jax.jit(lambda x: 2 * x)
     for rows, cols in sizes:
         nbytes = rows * cols * dtype.itemsize
-        copy = copy_bandwidth(nbytes, repeats)
         x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         cases = [
@@ -122,13 +132,21 @@ def main():
         ]
         for name, ffi, reference, operands, moved in cases:
             error = max_error(ffi(*operands), reference(*operands))
-            t_ffi, t_reference = median_seconds([ffi, reference], operands, repeats)
-            print(
-                f"{f'{rows} x {cols}':>12} {name:>9} {1e3 * t_ffi:>9.2f} "
-                f"{1e3 * t_reference:>13.2f} {t_reference / t_ffi:>8.2f}x "
-                f"{moved / t_ffi / 1e9:>9.1f} {moved / t_ffi / copy:>7.0%} {error:>11.2e}"
+            # Both ops and the copies, in one alternation: a shared machine's
+            # drift hits all of them alike.
+            t_ffi, t_ref, t_used, t_fresh, t_jit = median_seconds(
+                [ffi, reference, *copies(nbytes), lambda x, *_: jit_copy(x)], operands, repeats
             )
-        print(f"{'':>12} {'copy':>9} {'':>33} {copy / 1e9:>9.1f} (NumPy copy, 1 thread)")
+            used, fresh, xla_copy = (2 * nbytes / t for t in (t_used, t_fresh, t_jit))
+            print(
+                f"{f'{rows} x {cols}':>12} {name:>9} {1e3 * t_ffi:>8.2f} {1e3 * t_ref:>8.2f} "
+                f"{t_ref / t_ffi:>7.2f}x {moved / t_ffi / 1e9:>8.1f} {moved / t_ffi / used:>8.0%} "
+                f"{moved / t_ffi / fresh:>8.0%} {moved / t_ref / 1e9:>8.1f} {error:>10.2e}"
+            )
+            print(
+                f"{'':>12} {'copies':>9}  GB/s: {used / 1e9:.1f} into used memory, "
+                f"{fresh / 1e9:.1f} into a fresh array, {xla_copy / 1e9:.1f} jit copy"
+            )
     print("speed-up: reference time / FFI time (above 1 means the FFI handler is faster)")
 
 

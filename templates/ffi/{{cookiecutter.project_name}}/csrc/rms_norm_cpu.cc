@@ -24,6 +24,7 @@ void run_forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer&
   const T* xp = static_cast<const T*>(x.untyped_data());
   T* yp = static_cast<T*>(y.untyped_data());
   R* rp = static_cast<R*>(rinv.untyped_data());
+  advise_huge_pages(yp, g.rows * g.cols * sizeof(T));  // once: it changes the mapping
   parallel_rows(pool, g.rows, g.cols, [=](std::int64_t begin, std::int64_t end) {
     prefault_for_writing(yp + begin * g.cols, (end - begin) * g.cols * sizeof(T));
     forward(xp, yp, rp, begin, end, g.cols, eps);
@@ -38,6 +39,7 @@ void run_backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::Any
   const R* rp = static_cast<const R*>(rinv.untyped_data());
   const T* gp = static_cast<const T*>(ct.untyped_data());
   T* dxp = static_cast<T*>(dx.untyped_data());
+  advise_huge_pages(dxp, g.rows * g.cols * sizeof(T));
   parallel_rows(pool, g.rows, g.cols, [=](std::int64_t begin, std::int64_t end) {
     prefault_for_writing(dxp + begin * g.cols, (end - begin) * g.cols * sizeof(T));
     backward(xp, rp, gp, dxp, begin, end, g.cols);

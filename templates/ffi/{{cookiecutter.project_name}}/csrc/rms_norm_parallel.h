@@ -30,16 +30,42 @@ inline constexpr std::int64_t kGrain = 1 << 16;
 // pages side by side contend for the kernel's page-table locks.
 inline constexpr std::int64_t kChunksPerWorker = 4;
 
-// Outputs from XLA are usually fresh memory: on Linux every 4 KiB page then
-// costs a page fault on its first write, and faults taken by several threads
-// at once hardly scale. For a memory-bound op that is most of the time (on a
-// (4096, 4096) float32 output here: 64 MiB, 16384 faults). Populating a
-// chunk's output range with one madvise call before computing it is faster
-// and scales with threads (README.md, "Speed", has the measurements).
-// Advisory only: it changes no data (pages already present are left alone),
-// and where it is unsupported (Linux before 5.14, other systems) nothing
-// happens and the writes fault as usual.
+// Outputs from XLA are usually fresh memory: on Linux every page then costs a
+// page fault on its first write, which the kernel serves by zeroing the page.
+// For a memory-bound op that is most of the time: a (4096, 4096) float32
+// output is 64 MiB, 16384 faults of 4 KiB pages, and each fault costs
+// microseconds (more in a VM) while faults taken by several threads at once
+// hardly scale. Two madvise calls cut that (README.md, "Speed", has the
+// measurements):
+//
+// - advise_huge_pages, once per output: transparent huge pages (2 MiB), so
+//   one fault maps 512 times as much memory. It covers only whole 2 MiB
+//   blocks inside the buffer, and is skipped for outputs under kHugeBytes.
+//   Its cost: memory is committed in 2 MiB units within the buffer, and where
+//   free memory is fragmented the kernel may compact it on the first fault.
+// - prefault_for_writing, once per chunk: one call populates the chunk's
+//   output range instead of one fault per page, and runs on each thread.
+//
+// Both are advisory: they change no data (pages already present are left
+// alone) and where unsupported (THP disabled, Linux before 5.14 for
+// MADV_POPULATE_WRITE, other systems) nothing happens and writes fault as
+// usual.
+inline constexpr std::size_t kHugePage = std::size_t{2} << 20;  // x86-64, and aarch64 with 4 KiB pages
+inline constexpr std::size_t kHugeBytes = 2 * kHugePage;
 inline constexpr std::size_t kPrefaultBytes = std::size_t{1} << 20;
+
+inline void advise_huge_pages(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes < kHugeBytes) return;
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (first + kHugePage - 1) / kHugePage * kHugePage;  // whole blocks only
+  const std::uintptr_t end = (first + bytes) / kHugePage * kHugePage;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
 
 inline void prefault_for_writing(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
