@@ -1,11 +1,14 @@
 """The CLI as a user meets it: list, new (good and bad input), prompts."""
 
+import threading
+
 import pytest
 from conftest import assert_usage_error, files_under, run_cli
 
 from jax_ladder import cli
 from jax_ladder.options import load_options
 from jax_ladder.rungs import LADDER, by_name, template_dir
+from jax_ladder.runner import TestRun as Run  # not collected as a test class
 
 
 def test_list_shows_all_nine_rungs_and_marks_templates(tmp_path):
@@ -120,8 +123,9 @@ def test_demo_runs_rungs_side_by_side_and_prints_a_table_in_ladder_order(tmp_pat
     # Two rungs, so two test runs share the pool: every rung's default bake is
     # already tested in test_templates.py through the same runner, so the
     # whole demo would only repeat that work.
+    # Named out of ladder order: the table must put them back in it.
     result = run_cli(
-        *("demo", "--rung", "custom-partitioning", "--rung", "custom-vjp"),
+        *("demo", "--rung", "custom-vjp", "--rung", "custom-partitioning"),
         *("--output-dir", str(tmp_path / "demo")),
         cwd=tmp_path,
     )
@@ -131,3 +135,72 @@ def test_demo_runs_rungs_side_by_side_and_prints_a_table_in_ladder_order(tmp_pat
     rows = [row for row in rows if "% of tol" in row]
     assert [row.split()[0] for row in rows] == ["custom-partitioning", "custom-vjp"], rows
     assert all(" ok " in row for row in rows), rows
+
+
+class _FakeProjects:
+    """Stands in for scaffolding and for the projects' test runs, recording
+    the order runs start in and how many run at once."""
+
+    def __init__(self, out, compiled, failing=frozenset(), together=1):
+        self.out, self.compiled, self.failing = out, compiled, failing
+        self.started: list[str] = []
+        # Every run waits here for the others: if the demo ran them one after
+        # another, the barrier would time out and the run would fail.
+        self.barrier = threading.Barrier(together, timeout=20) if together > 1 else None
+        self.lock = threading.Lock()
+
+    def scaffold(self, rung, target, answers):
+        target.mkdir(parents=True)
+        if rung.name in self.compiled:
+            (target / "CMakeLists.txt").write_text("")
+        return target
+
+    def run_project_tests(self, project, echo=None):
+        with self.lock:
+            self.started.append(project.name)
+        if self.barrier is not None:
+            self.barrier.wait()
+        ok = project.name not in self.failing
+        output = "" if ok else f"{project.name}: 1 failed (the fake's output)"
+        return Run(3, 0 if ok else 1, 0, 1e-7, 10.0, 0.1, 0 if ok else 1, output)
+
+
+def _demo_in_process(monkeypatch, capsys, fake, cpus, *rungs):
+    monkeypatch.setattr(cli, "scaffold", fake.scaffold)
+    monkeypatch.setattr(cli, "run_project_tests", fake.run_project_tests)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: cpus)
+    args = [arg for rung in rungs for arg in ("--rung", rung)]
+    code = cli.main(["demo", *args, "--output-dir", str(fake.out)])
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if "% of tol" in line]
+    return code, out, rows
+
+
+def test_demo_starts_compiled_rungs_first_and_tables_in_ladder_order(tmp_path, monkeypatch, capsys):
+    # One at a time, so the finishing order is the starting order: the
+    # compiled rung first, then the rest in ladder order; a repeated --rung
+    # runs once.
+    fake = _FakeProjects(tmp_path / "demo", compiled={"ffi"})
+    code, out, rows = _demo_in_process(
+        monkeypatch, capsys, fake, 1, "export", "ffi", "custom-vjp", "export"
+    )
+    assert code == 0, out
+    assert fake.started == ["ffi", "custom-vjp", "export"]
+    assert [row[0] for row in rows] == ["custom-vjp", "export", "ffi"], out
+    assert "ffi: building and testing" in out and "export: running tests in" in out
+    assert "3 rung(s) in" in out.splitlines()[-1]
+
+
+def test_demo_runs_one_project_per_core_and_reports_a_failure(tmp_path, monkeypatch, capsys):
+    fake = _FakeProjects(tmp_path / "demo", compiled=set(), failing={"export"}, together=3)
+    code, out, rows = _demo_in_process(
+        monkeypatch, capsys, fake, 3, "custom-vjp", "export", "custom-partitioning"
+    )
+    assert code == 1, out
+    assert "3 at a time" in out
+    assert {row[0]: row[1] for row in rows} == {
+        "custom-vjp": "ok",
+        "export": "FAILED",
+        "custom-partitioning": "ok",
+    }, out
+    assert "export: 1 failed (the fake's output)" in out

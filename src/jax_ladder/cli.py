@@ -238,7 +238,9 @@ def _add_demo(sub: Subparsers) -> None:
 
 
 def cmd_demo(args: Args) -> int:
-    rungs = [_rung_or_error(name) for name in args.rung] or available()
+    # Ladder order, each rung once, whatever order --rung named them in.
+    chosen = {rung.step: rung for rung in map(_rung_or_error, args.rung)}
+    rungs = [chosen[step] for step in sorted(chosen)] or available()
     out = args.output_dir or Path(tempfile.mkdtemp(prefix="jax-ladder-demo-"))
     workers = min(len(rungs), os.cpu_count() or 1)
     print(f"jax-ladder demo: {len(rungs)} rung(s) in {out}, {workers} at a time", flush=True)
@@ -262,7 +264,8 @@ def cmd_demo(args: Args) -> int:
         return run, seconds
 
     # The projects' test runs are separate processes, mostly one core each, so
-    # they run side by side; the compiled ones (the longest) start first.
+    # they run side by side; the compiled ones (the longest) start first. The
+    # table keeps ladder order, not the order the runs finish in.
     order = sorted(rungs, key=lambda rung: not needs_build(projects[rung.name]))
     with ThreadPoolExecutor(workers) as pool:
         results = dict(zip((r.name for r in order), pool.map(test, order), strict=True))
