@@ -98,6 +98,14 @@ SHARED_DEFINITIONS = {
     "hooks/post_gen_project.py": ("keep_accelerator_workflow",),
 }
 
+# Definitions in only some templates (those with sharding tests): identical
+# wherever present.
+SHARED_WHERE_PRESENT = {f"{P}/tests/conftest.py": ("mesh_devices",)}
+# (template, file) that is a copy of another template's file under another
+# name: internals' post-generation hook installs its compiled-wheel cd.yml for
+# lowering=ffi, which must stay ffi's.
+COPIES = {("internals", f"{P}/_cd/compiled.yml"): ("ffi", f"{P}/.github/workflows/cd.yml")}
+
 
 def definition_source(text: str, name: str) -> str:
     """A top-level `def name(` or `name = ` with its decorators, up to the next
@@ -154,3 +162,24 @@ def test_shared_definitions_are_identical(relative, name):
         for template, path in TEMPLATES.items()
     }
     assert len(set(sources.values())) == 1, sorted(sources)
+
+
+@pytest.mark.parametrize(
+    ("relative", "name"),
+    [(relative, name) for relative, names in SHARED_WHERE_PRESENT.items() for name in names],
+)
+def test_definitions_shared_by_some_templates_are_identical_where_present(relative, name):
+    sources = {
+        template: definition_source(text, name)
+        for template, path in TEMPLATES.items()
+        if (text := (path / relative).read_text()).count(f"def {name}(")
+    }
+    assert len(sources) >= 2, f"{name} is in {sorted(sources)} only: not shared"
+    assert len(set(sources.values())) == 1, sorted(sources)
+
+
+@pytest.mark.parametrize(("copy", "original"), COPIES.items(), ids=lambda c: "/".join(c))
+def test_a_copied_file_is_identical_to_its_original(copy, original):
+    (copy_template, copy_path), (template, path) = copy, original
+    copied = (TEMPLATES[copy_template] / copy_path).read_text()
+    assert copied == (TEMPLATES[template] / path).read_text(), f"{copy} differs from {original}"

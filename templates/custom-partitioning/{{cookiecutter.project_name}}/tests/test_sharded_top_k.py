@@ -15,6 +15,7 @@ from {{ cookiecutter.package_name }} import top_k, top_k_reference
 from {{ cookiecutter.package_name }}.hlo import collectives, compiled_text
 from {{ cookiecutter.package_name }}.sharded_top_k import SHARD_ITEMS, SOFTMAX
 
+from conftest import mesh_devices
 from oracle import assert_close, quantized_with_ties, rtol_for, top_k_f64, top_k_vjp_f64
 
 # (batch devices, item devices): 8 either way, both 2-D splits, and one device.
@@ -26,7 +27,7 @@ K = 4
 def make_mesh(shape):
     # Auto axes: custom_partitioning does not run under Explicit axes, the
     # default of jax.make_mesh since JAX 0.9.
-    devices = jax.devices()[: shape[0] * shape[1]]
+    devices = mesh_devices(shape[0] * shape[1])
     return jax.make_mesh(
         shape, ("batch", "items"), axis_types=(AxisType.Auto,) * 2, devices=devices
     )

@@ -16,6 +16,7 @@ from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matv
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
+from conftest import mesh_devices
 from oracle import (
     assert_close,
     rtol_for,
@@ -204,7 +205,7 @@ def test_export_round_trip(rng):
 
 
 def test_sharded_batch_needs_no_communication(rng):
-    mesh = jax.make_mesh((8,), ("batch",))
+    mesh = jax.make_mesh((8,), ("batch",), devices=mesh_devices(8))
     args = operands(rng, (16, 32))
     with jax.set_mesh(mesh):
         sharded = [jax.device_put(a, P("batch", None)) for a in args]

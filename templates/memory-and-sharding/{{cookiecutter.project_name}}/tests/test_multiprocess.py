@@ -20,7 +20,9 @@ def test_two_processes_agree_with_the_oracle():
     port = str(free_port())
     src = str(HERE.parent / "src")
     path = os.pathsep.join(filter(None, [src, str(HERE), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path)
+    # CPU devices only, as the workers expect: on a GPU runner both processes
+    # would otherwise share its one GPU (each preallocating most of its memory).
+    env = dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu")
     worker = str(HERE / "multiprocess_worker.py")
     procs = [
         subprocess.Popen(

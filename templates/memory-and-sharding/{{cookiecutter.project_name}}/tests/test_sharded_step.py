@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}.sharded_step import (
     TENSOR_PARALLEL,
 )
 
+from conftest import mesh_devices
 from oracle import assert_close, make_problem, rtol_for, step_f64
 
 LAYERS = 4
@@ -49,7 +50,7 @@ def flat(tree):
 @pytest.mark.parametrize("remat", [REMAT, None])
 @pytest.mark.parametrize("devices", DEVICE_COUNTS)
 def test_loss_and_gradients_match_reference(rng, devices, remat):
-    mesh = make_mesh(jax.devices()[:devices])
+    mesh = make_mesh(mesh_devices(devices))
     params, x, y = make_problem(rng, LAYERS)
     sharded = place(mesh, params, x, y)
     with jax.set_mesh(mesh):
@@ -66,7 +67,7 @@ def test_loss_and_gradients_match_reference(rng, devices, remat):
 
 @pytest.mark.parametrize("devices", DEVICE_COUNTS)
 def test_train_step_matches_reference_and_float64(rng, devices):
-    mesh = make_mesh(jax.devices()[:devices])
+    mesh = make_mesh(mesh_devices(devices))
     params, x, y = make_problem(rng, LAYERS)
     momentum = jax.tree.map(lambda w: rng.standard_normal(w.shape).astype(w.dtype), params)
     sharded_params, xs, ys = place(mesh, params, x, y)
@@ -82,7 +83,7 @@ def test_train_step_matches_reference_and_float64(rng, devices):
 
 
 def test_float64(rng):
-    mesh = make_mesh()
+    mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, LAYERS, dtype="float64")
     momentum = jax.tree.map(np.zeros_like, params)
     sharded_params, xs, ys = place(mesh, params, x, y)
@@ -102,7 +103,7 @@ def dims(shape: str) -> tuple[int, ...]:
 
 
 def test_compiled_step_has_exactly_the_chosen_collectives(rng):
-    mesh = make_mesh()
+    mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, LAYERS)
     sharded = place(mesh, params, x, y)
     with jax.set_mesh(mesh):
@@ -146,7 +147,7 @@ def temp_bytes(mesh, sharded, remat):
 
 
 def test_checkpoint_policy_lowers_temporary_memory(rng):
-    mesh = make_mesh()
+    mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, LAYERS, batch=512)
     sharded = place(mesh, params, x, y)
     none = temp_bytes(mesh, sharded, None)
@@ -161,7 +162,7 @@ def test_checkpoint_policy_lowers_temporary_memory(rng):
 
 
 def test_donated_state_is_deleted_and_its_buffers_reused(rng):
-    mesh = make_mesh()
+    mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, LAYERS)
     sharded_params, xs, ys = place(mesh, params, x, y)
     momentum, _, _ = place(mesh, jax.tree.map(np.zeros_like, params), x, y)
@@ -189,7 +190,7 @@ def test_donated_state_is_deleted_and_its_buffers_reused(rng):
 
 
 def test_bad_input_raises_clear_error(rng):
-    mesh = make_mesh()
+    mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, 2, batch=10)
     plain = jax.tree.map(jnp.asarray, (params, x, y))
     with (
