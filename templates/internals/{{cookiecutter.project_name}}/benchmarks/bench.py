@@ -38,14 +38,26 @@ def value_and_grad(f):
     return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
 
 
-def median_seconds(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up: compile and first run
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def median_seconds(fns, args, repeats):
+    """Median time of each compiled function, calling them in turn, in
+    alternating order (each goes first as often as the other).
+
+    Short calls get more repeats (about half a second per function), so that
+    a microsecond's noise does not decide the ratio.
+    """
+    for fn in fns:
+        jax.block_until_ready(fn(*args))  # warm-up: compile and first run
+    start = time.perf_counter()
+    jax.block_until_ready(fns[0](*args))
+    repeats = max(repeats, min(2000, int(0.5 / max(time.perf_counter() - start, 1e-6))))
+    times = [[] for _ in fns]
+    for i in range(repeats):
+        order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
+        for k in order:
+            start = time.perf_counter()
+            jax.block_until_ready(fns[k](*args))
+            times[k].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def main():
@@ -57,7 +69,10 @@ def main():
     sizes = [(64, 128)] if args.quick else [(256, 256), (64, 1024), (4, 4096)]
     repeats = 3 if args.quick else args.repeats
 
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; median of {repeats} runs")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform}; median of at least {repeats} "
+        "runs; primitive and 3-term in turn"
+    )
     print(
         f"{'batch, n':>12} {'pass':>15} {'primitive ms':>13} {'3-term ms':>10} "
         f"{'vs 3-term':>9} {'dense ms':>10} {'vs dense':>9}"
@@ -66,9 +81,12 @@ def main():
     for batch, n in sizes:
         operands = [jnp.asarray(rng.standard_normal((batch, n)), jnp.float32) for _ in range(4)]
         for name, wrap in (("forward", jax.jit), ("value_and_grad", value_and_grad)):
-            t_prim = median_seconds(wrap(tridiagonal_matvec), operands, repeats)
-            t_three = median_seconds(wrap(three_term), operands, repeats)
-            t_ref = median_seconds(wrap(tridiagonal_matvec_reference), operands, repeats)
+            # The primitive against the formula, in turn; the dense oracle,
+            # 100s of times slower, apart (between them it would flush their
+            # caches and decide the ratio).
+            fns = [wrap(tridiagonal_matvec), wrap(three_term)]
+            t_prim, t_three = median_seconds(fns, operands, repeats)
+            (t_ref,) = median_seconds([wrap(tridiagonal_matvec_reference)], operands, repeats)
             print(
                 f"{f'{batch}, {n}':>12} {name:>15} {1e3 * t_prim:>13.3f} {1e3 * t_three:>10.3f} "
                 f"{t_three / t_prim:>8.2f}x {1e3 * t_ref:>10.3f} {t_ref / t_prim:>8.1f}x"

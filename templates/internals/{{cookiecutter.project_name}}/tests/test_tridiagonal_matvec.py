@@ -74,6 +74,15 @@ def test_ignored_corners_do_not_matter(rng):
     np.testing.assert_array_equal(moved, tridiagonal_matvec(dl, d, du, x))
 
 
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)], ids=shape_id)
+def test_empty_operands_keep_their_shape(rng, shape):
+    args = operands(rng, shape)
+    assert tridiagonal_matvec(*args).shape == shape
+    assert jax.jit(tridiagonal_matvec)(*args).shape == shape
+    grads = jax.jit(jax.grad(lambda *a: jnp.sum(tridiagonal_matvec(*a)), argnums=ALL))(*args)
+    assert [g.shape for g in grads] == [shape] * 4
+
+
 def test_jaxpr_holds_the_primitive_as_one_equation(rng):
     jaxpr = jax.make_jaxpr(tridiagonal_matvec)(*operands(rng, (3, 8))).jaxpr
     assert primitive_names(jaxpr) == [PRIMITIVE]
