@@ -238,9 +238,9 @@ def _add_demo(sub: Subparsers) -> None:
 
 
 def cmd_demo(args: Args) -> int:
-    # Ladder order, each rung once, whatever order --rung named them in.
-    chosen = {rung.step: rung for rung in map(_rung_or_error, args.rung)}
-    rungs = [chosen[step] for step in sorted(chosen)] or available()
+    # Ladder order (available()'s), each rung once, whatever order --rung named them in.
+    chosen = {_rung_or_error(name).name for name in args.rung}
+    rungs = [rung for rung in available() if rung.name in chosen] if chosen else available()
     out = args.output_dir or Path(tempfile.mkdtemp(prefix="jax-ladder-demo-"))
     workers = min(len(rungs), os.cpu_count() or 1)
     print(f"jax-ladder demo: {len(rungs)} rung(s) in {out}, {workers} at a time", flush=True)
