@@ -54,13 +54,21 @@ inline constexpr std::size_t kHugePage = std::size_t{2} << 20;  // x86-64, and a
 inline constexpr std::size_t kHugeBytes = 2 * kHugePage;
 inline constexpr std::size_t kPrefaultBytes = std::size_t{1} << 20;
 
+#if defined(__linux__)
+// madvise(advice) on the whole units of `unit` bytes (a power of two, at least
+// a page) inside [data, data + bytes): madvise takes page-aligned ranges, and
+// the advice must not reach memory beyond this buffer.
+inline void madvise_inside(void* data, std::size_t bytes, std::uintptr_t unit, int advice) {
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (first + unit - 1) / unit * unit;
+  const std::uintptr_t end = (first + bytes) / unit * unit;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+#endif
+
 inline void advise_huge_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes < kHugeBytes) return;
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = (first + kHugePage - 1) / kHugePage * kHugePage;  // whole blocks only
-  const std::uintptr_t end = (first + bytes) / kHugePage * kHugePage;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  if (bytes >= kHugeBytes) madvise_inside(data, bytes, kHugePage, MADV_HUGEPAGE);
 #else
   (void)data;
   (void)bytes;
@@ -70,11 +78,8 @@ inline void advise_huge_pages(void* data, std::size_t bytes) {
 inline void prefault_for_writing(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
   if (bytes < kPrefaultBytes) return;
-  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = (first + page - 1) / page * page;  // whole pages only
-  const std::uintptr_t end = (first + bytes) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  madvise_inside(data, bytes, static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE)),
+                 MADV_POPULATE_WRITE);
 #else
   (void)data;
   (void)bytes;
