@@ -20,6 +20,11 @@ IDENTICAL = [
     f"{P}/.github/workflows/ci.yml",
     f"{P}/.gitignore",
     f"{P}/tests/conftest.py",
+    # The conformance matrix: one module, its test driver and the README table's
+    # writer; each project declares its own op in tests/op_spec.py.
+    f"{P}/tests/conformance.py",
+    f"{P}/tests/test_conformance.py",
+    f"{P}/tests/support_table.py",
     f"{P}/.github/dependabot.yml",
     f"{P}/.mdformat.toml",
     f"{P}/noxfile.py",

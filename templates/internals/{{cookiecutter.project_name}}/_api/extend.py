@@ -102,9 +102,21 @@ def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
             )
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"tridiagonal_matvec: needs floating-point operands, got {x.dtype}")
-    # The result is sharded like x: under an explicit mesh (jax.set_mesh) an
-    # aval carries its sharding, and the output keeps every axis of x.
-    return jax.core.ShapedArray(x.shape, x.dtype, sharding=x.sharding)
+    for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
+        # Under an explicit mesh an aval names the mesh axes it is split over.
+        # A split last axis would put a row's neighbours on other devices:
+        # refuse it here rather than fail inside the shifts' slices.
+        spec = aval.sharding.spec
+        if len(spec) == aval.ndim and spec[-1] is not None:
+            raise TypeError(
+                f"tridiagonal_matvec: the last axis of {name} is sharded over mesh axis "
+                f"{spec[-1]!r}; shard only the leading (batch) axes, or reshard first "
+                "(jax.sharding.reshard)"
+            )
+    # The result is typed like x: its sharding under an explicit mesh, and the
+    # mesh axes it varies over inside shard_map (manual_axis_type), which
+    # jax.grad and shard_map's out_specs check rely on; update keeps both.
+    return x.update(weak_type=False)
 
 
 tridiagonal_matvec_p.def_abstract_eval(_abstract_eval)

@@ -1,0 +1,608 @@
+"""The conformance matrix: every transformation x sharding x platform cell of
+an op, built from the declaration of its signature in tests/op_spec.py.
+
+Each cell either matches the float64 oracle or raises the refusal the
+declaration names (exception type and message). This file is the same in
+every jax-ladder project (the kit holds the copies equal): to adapt the
+starter to your own op, edit tests/op_spec.py and your op, not this file.
+
+Cells, for an op with arguments A and named axes D:
+  values        eager, jit, jit-donate
+  vmap          vmap-new-axis (in_axes 1, out_axes -1), vmap-some-args,
+                vmap-nested, vmap-of-grad, vmap-axis-<d> for each batch axis
+  autodiff      grad-<arg> for each differentiable argument, vjp, jit-grad,
+                jvp, linearize, check-grads-1, check-grads-2
+  control flow  checkpoint (nothing saved), scan, cond (values and gradients)
+  shard_map     shard-map-<d>-<mesh>, shard-map-grad-inside-<d>-<mesh>,
+                shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>
+  jit sharding  jit-auto-<d>, jit-explicit-<d>, jit-explicit-set-mesh-<d>
+                (values and gradients; the compiled collectives no more than
+                the reference's on the same shardings)
+  export        export-symbolic (a symbolic batch axis, serialized and called)
+                and lower-<platform> for every platform the op claims
+
+Gradients are always taken against a random cotangent (a random weighting
+of each output), never sum(output): an op whose outputs sum to a constant
+would otherwise compare zeros with zeros. The gradient oracle is JAX's own
+autodiff of the plain-JAX reference in float64, run eagerly (the reference
+itself is checked against the independent float64 NumPy oracle in
+test_reference.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export, lax
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jax.test_util import check_grads
+
+from conftest import mesh_devices
+from oracle import assert_close, rtol_for
+
+COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
+MESHES = {"1d": ((4,), ("x",)), "2d": ((2, 2), ("x", "y"))}  # the op's axis goes on "x"
+NEW_AXIS = 3  # the size of the axes vmap, scan and the batch of vmap-of-grad add
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One positional argument: its named axes and whether it is differentiated.
+    `dtype` fixes the dtype of a non-floating argument (indices, say); `sample`
+    (rng, shape) -> float64 array replaces the standard normal draw."""
+
+    name: str
+    axes: tuple[str, ...]
+    differentiable: bool = True
+    dtype: str | None = None
+    sample: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """What a cell the op does not support must raise: `error` with a message
+    matching the regex `match`. `why` is the table's note (say what to use)."""
+
+    error: type[BaseException] | tuple[type[BaseException], ...]
+    match: str
+    why: str
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """The declaration of an op's public signature (see tests/op_spec.py)."""
+
+    name: str
+    op: Callable[..., Any]  # the extension: arrays in, an array or a tuple of arrays out
+    reference: Callable[..., Any]  # the plain-JAX reference, same signature
+    oracle: Callable[..., Any]  # float64 NumPy, same signature, independent of both
+    args: tuple[Arg, ...]
+    outputs: tuple[tuple[str, ...], ...]  # the named axes of each output
+    sizes: Mapping[str, int]  # every named axis's size in the cells (multiples of 4 shard)
+    dtype: str = "float32"  # the dtype of the cells' floating-point arguments
+    batch_axes: tuple[str, ...] = ()  # vmap over them: the op accepts inputs without them
+    shard_map_axes: tuple[str, ...] = ()  # per shard, the op computes that shard of the output
+    differentiable_outputs: tuple[int, ...] | None = None  # default: the floating ones
+    symbolic_axis: str | None = None  # the axis export-symbolic makes symbolic
+    platforms: Mapping[str, str] = field(default_factory=lambda: {"cpu": ""})
+    export_checks: tuple[Any, ...] = ()  # export.DisabledSafetyCheck for the op's custom calls
+    refuse: Mapping[str, Refuse] = field(default_factory=dict)  # cell name or glob
+    extra_collectives: Mapping[str, str] = field(default_factory=dict)  # cell glob: why
+    gradient_rtol_factor: float = 10.0
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for arg in self.args:
+            seen.update(dict.fromkeys(arg.axes))
+        return tuple(seen)
+
+
+# --- The cells' names, and what the declaration says of each ------------------
+def cell_names(spec: OpSpec) -> list[str]:
+    names = ["eager", "jit", "jit-donate", "vmap-new-axis"]
+    if len(spec.args) > 1:
+        names.append("vmap-some-args")
+    names += ["vmap-nested", "vmap-of-grad"]
+    names += [f"vmap-axis-{a}" for a in spec.batch_axes]
+    names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
+    names += ["vjp", "jit-grad", "jvp", "linearize", "check-grads-1", "check-grads-2"]
+    names += ["checkpoint", "scan", "cond"]
+    for axis in spec.shard_map_axes:
+        for mesh in MESHES:
+            names += [
+                f"shard-map-{axis}-{mesh}",
+                f"shard-map-grad-inside-{axis}-{mesh}",
+                f"shard-map-grad-outside-{axis}-{mesh}",
+            ]
+        names.append(f"shard-map-wrong-out-specs-{axis}")
+    for axis in spec.axes:
+        names += [f"jit-auto-{axis}", f"jit-explicit-{axis}", f"jit-explicit-set-mesh-{axis}"]
+    names += ["export-symbolic"] if spec.symbolic_axis else []
+    names += [f"lower-{platform}" for platform in spec.platforms]
+    return names
+
+
+def refusal(spec: OpSpec, cell: str) -> Refuse | None:
+    """The declared refusal for a cell: an exact name wins over a glob."""
+    if cell in spec.refuse:
+        return spec.refuse[cell]
+    for pattern, refuse in spec.refuse.items():
+        if fnmatch.fnmatchcase(cell, pattern):
+            return refuse
+    return None
+
+
+def unknown_refusals(spec: OpSpec) -> list[str]:
+    """Declared refusals that name no cell (a typo would silently refuse nothing)."""
+    names = cell_names(spec)
+    return [p for p in spec.refuse if not fnmatch.filter(names, p)]
+
+
+def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """Run one cell: it matches the oracle, or raises its declared refusal."""
+    check = _cell_function(cell)
+    refuse = refusal(spec, cell)
+    if refuse is None:
+        check(spec, cell, rng)
+        return
+    with pytest.raises(refuse.error, match=refuse.match):
+        check(spec, cell, rng)
+
+
+# --- Inputs, oracles and comparisons -------------------------------------------
+def _shape(spec: OpSpec, axes: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(spec.sizes[a] for a in axes)
+
+
+def _float(dtype: Any) -> bool:
+    return bool(jnp.issubdtype(dtype, jnp.inexact))
+
+
+def make_args(spec: OpSpec, rng: np.random.Generator, dtype: str | None = None) -> list[Any]:
+    """Random arguments, as JAX arrays of the cell's dtype."""
+    out = []
+    for arg in spec.args:
+        shape = _shape(spec, arg.axes)
+        values = arg.sample(rng, shape) if arg.sample else rng.standard_normal(shape)
+        out.append(jnp.asarray(values, arg.dtype or dtype or spec.dtype))
+    return out
+
+
+def _outputs(result: Any) -> tuple[Any, ...]:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _diff_outputs(spec: OpSpec, outputs: tuple[Any, ...]) -> list[int]:
+    if spec.differentiable_outputs is not None:
+        return list(spec.differentiable_outputs)
+    return [i for i, o in enumerate(outputs) if _float(o.dtype)]
+
+
+def _diff_args(spec: OpSpec) -> list[int]:
+    return [i for i, a in enumerate(spec.args) if a.differentiable]
+
+
+def oracle(spec: OpSpec, args: list[Any]) -> tuple[np.ndarray, ...]:
+    """The float64 NumPy oracle on exactly the values the op sees."""
+    as64 = [np.asarray(a, np.float64) if _float(a.dtype) else np.asarray(a) for a in args]
+    return _outputs(spec.oracle(*as64))
+
+
+def _to64(a: Any) -> Any:
+    return jnp.asarray(a, jnp.float64) if _float(a.dtype) else jnp.asarray(a)
+
+
+def _loss(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callable[..., Any]:
+    """sum over the differentiable outputs of cotangent * output, as a function
+    of the differentiable arguments (the others fixed by the caller)."""
+
+    def loss(*outputs: Any) -> Any:
+        picked = _diff_outputs(spec, outputs)
+        return sum(jnp.sum(c * outputs[i]) for c, i in zip(cotangents, picked, strict=True))
+
+    return lambda *a: loss(*_outputs(fn(*a)))
+
+
+def cotangents_for(spec: OpSpec, args: list[Any], rng: np.random.Generator) -> list[Any]:
+    outs = _outputs(jax.eval_shape(spec.op, *args))
+    return [
+        jnp.asarray(rng.standard_normal(outs[i].shape), outs[i].dtype)
+        for i in _diff_outputs(spec, outs)
+    ]
+
+
+def vjp_oracle(spec: OpSpec, args: list[Any], cotangents: list[Any]) -> list[np.ndarray]:
+    """Gradients of the random weighting of the outputs, with respect to each
+    differentiable argument: autodiff of the reference in float64, eagerly."""
+    args64 = [_to64(a) for a in args]
+    cts64 = [_to64(c) for c in cotangents]
+    argnums = tuple(_diff_args(spec))
+    grads = jax.grad(_loss(spec, spec.reference, cts64), argnums=argnums)(*args64)
+    return [np.asarray(g) for g in grads]
+
+
+def assert_outputs(spec: OpSpec, got: Any, want: tuple[Any, ...], dtype: str | None = None) -> None:
+    got = _outputs(got)
+    assert len(got) == len(want), f"{len(got)} outputs, expected {len(want)}"
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, rtol_for(dtype or spec.dtype))
+
+
+def assert_grads(spec: OpSpec, got: Any, want: list[np.ndarray]) -> None:
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, spec.gradient_rtol_factor * rtol_for(spec.dtype))
+
+
+def _stack(parts: list[tuple[np.ndarray, ...]], axis: int) -> tuple[np.ndarray, ...]:
+    return tuple(np.stack(outs, axis=axis) for outs in zip(*parts, strict=True))
+
+
+def _grad(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callable[..., Any]:
+    """The gradient with respect to the differentiable arguments, as a function of all."""
+    return jax.grad(_loss(spec, fn, cotangents), argnums=tuple(_diff_args(spec)))
+
+
+# --- Values --------------------------------------------------------------------
+def check_values(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    args = make_args(spec, rng)
+    want = oracle(spec, args)
+    if cell == "eager":
+        assert_outputs(spec, spec.op(*args), want)
+    elif cell == "jit":
+        assert_outputs(spec, jax.jit(spec.op)(*args), want)
+    else:  # jit-donate: the op may be handed buffers it can overwrite
+        donated = [jnp.array(a, copy=True) for a in args]
+        with warnings.catch_warnings():  # a platform may decline a donation
+            warnings.filterwarnings("ignore", "Some donated buffers were not usable")
+            got = jax.jit(spec.op, donate_argnums=tuple(range(len(args))))(*donated)
+        assert_outputs(spec, got, want)
+
+
+# --- vmap ------------------------------------------------------------------------
+def _insert(a: Any, axis: int, size: int, rng: np.random.Generator) -> Any:
+    """a with a new axis of `size` at `axis`, each slice freshly drawn."""
+    if not _float(a.dtype):
+        return jnp.stack([a] * size, axis=axis)
+    shape = list(a.shape)
+    shape.insert(axis, size)
+    return jnp.asarray(rng.standard_normal(shape), a.dtype)
+
+
+def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    args = make_args(spec, rng)
+    if cell == "vmap-new-axis":
+        # The batch axis second where the argument has an axis (in_axes 1),
+        # and last in the output (out_axes -1).
+        in_axes = [min(1, a.ndim) for a in args]
+        batched = [_insert(a, ax, NEW_AXIS, rng) for a, ax in zip(args, in_axes, strict=True)]
+        got = jax.vmap(spec.op, in_axes=in_axes, out_axes=-1)(*batched)
+        parts = [
+            oracle(spec, [jnp.take(b, i, axis=ax) for b, ax in zip(batched, in_axes, strict=True)])
+            for i in range(NEW_AXIS)
+        ]
+        assert_outputs(spec, got, _stack(parts, axis=-1))
+    elif cell == "vmap-some-args":
+        # Only the first argument batched; the others are shared by every slice.
+        batched = [_insert(args[0], 0, NEW_AXIS, rng), *args[1:]]
+        in_axes = [0] + [None] * (len(args) - 1)
+        got = jax.vmap(spec.op, in_axes=in_axes)(*batched)
+        parts = [oracle(spec, [batched[0][i], *args[1:]]) for i in range(NEW_AXIS)]
+        assert_outputs(spec, got, _stack(parts, axis=0))
+    elif cell == "vmap-nested":
+        # Outer axis first, inner axis last: two batching rules composed.
+        inner = [_insert(a, a.ndim, 2, rng) for a in args]
+        batched = [_insert(a, 0, NEW_AXIS, rng) for a in inner]
+        last = [a.ndim - 1 for a in batched]  # inside the outer vmap, the axis is still last
+        fn = jax.vmap(jax.vmap(spec.op, in_axes=[a - 1 for a in last]), in_axes=0)
+        got = fn(*batched)
+        parts = [
+            _stack([oracle(spec, [b[i][..., j] for b in batched]) for j in range(2)], axis=0)
+            for i in range(NEW_AXIS)
+        ]
+        assert_outputs(spec, got, _stack(parts, axis=0))
+    elif cell == "vmap-of-grad":
+        batched = [_insert(a, 0, NEW_AXIS, rng) for a in args]
+        slices = [[b[i] for b in batched] for i in range(NEW_AXIS)]
+        cts = [cotangents_for(spec, s, rng) for s in slices]
+        stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
+
+        def per_slice(args: list[Any], cts: list[Any]) -> Any:
+            return _grad(spec, spec.op, cts)(*args)
+
+        got = jax.jit(jax.vmap(per_slice))(batched, stacked_cts)
+        wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
+        want = [np.stack(w) for w in zip(*wants, strict=True)]
+        assert_grads(spec, got, want)
+    else:  # vmap-axis-<d>: vmap over one of the op's own batch axes
+        axis = cell.removeprefix("vmap-axis-")
+        in_axes = [a.axes.index(axis) if axis in a.axes else None for a in spec.args]
+        out_axes = [o.index(axis) if axis in o else None for o in spec.outputs]
+        out = out_axes[0] if len(out_axes) == 1 else tuple(out_axes)
+        got = jax.vmap(spec.op, in_axes=in_axes, out_axes=out)(*args)
+        assert_outputs(spec, got, oracle(spec, args))
+
+
+# --- Autodiff ----------------------------------------------------------------------
+def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    args = make_args(spec, rng)
+    cts = cotangents_for(spec, args, rng)
+    want = vjp_oracle(spec, args, cts)
+    diff = _diff_args(spec)
+    if cell.startswith("grad-"):
+        name = cell.removeprefix("grad-")
+        i = [a.name for a in spec.args].index(name)
+        got = jax.grad(_loss(spec, spec.op, cts), argnums=i)(*args)
+        assert_grads(spec, [got], [want[diff.index(i)]])
+    elif cell == "jit-grad":
+        assert_grads(spec, jax.jit(_grad(spec, spec.op, cts))(*args), want)
+    elif cell == "vjp":
+
+        def pullback(*args: Any) -> Any:
+            fixed = list(args)
+
+            def of_diff(*d: Any) -> Any:
+                for i, v in zip(diff, d, strict=True):
+                    fixed[i] = v
+                outs = _outputs(spec.op(*fixed))
+                return tuple(outs[i] for i in _diff_outputs(spec, outs))
+
+            _, vjp = jax.vjp(of_diff, *(args[i] for i in diff))
+            return vjp(tuple(cts))
+
+        assert_grads(spec, jax.jit(pullback)(*args), want)
+    else:  # jvp, linearize: forward mode, against the reference's in float64
+        tangents = [jnp.asarray(rng.standard_normal(args[i].shape), args[i].dtype) for i in diff]
+
+        def of_diff(fn: Callable[..., Any], fixed: list[Any]) -> Callable[..., Any]:
+            def f(*d: Any) -> Any:
+                full = list(fixed)
+                for i, v in zip(diff, d, strict=True):
+                    full[i] = v
+                outs = _outputs(fn(*full))
+                return tuple(outs[i] for i in _diff_outputs(spec, outs))
+
+            return f
+
+        primals = [args[i] for i in diff]
+        args64 = [_to64(a) for a in args]
+        _, want_t = jax.jvp(
+            of_diff(spec.reference, args64),
+            [args64[i] for i in diff],
+            [_to64(t) for t in tangents],
+        )
+        if cell == "jvp":
+            _, got_t = jax.jit(lambda p, t: jax.jvp(of_diff(spec.op, args), p, t))(
+                primals, tangents
+            )
+        else:
+            _, linear = jax.linearize(of_diff(spec.op, args), *primals)
+            got_t = linear(*tangents)
+        assert_grads(spec, list(got_t), [np.asarray(w) for w in want_t])
+
+
+def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """JAX's numerical check against finite differences, in float64: forward
+    and reverse mode unless the jvp cell is refused (then reverse only)."""
+    args = make_args(spec, rng, "float64")
+    diff = _diff_args(spec)
+    modes = ["rev"] if refusal(spec, "jvp") else ["fwd", "rev"]
+
+    def of_diff(*d: Any) -> Any:
+        full = list(args)
+        for i, v in zip(diff, d, strict=True):
+            full[i] = v
+        outs = _outputs(spec.op(*full))
+        return tuple(outs[i] for i in _diff_outputs(spec, outs))
+
+    check_grads(of_diff, [args[i] for i in diff], order=int(cell[-1]), modes=modes)
+
+
+# --- Control flow ------------------------------------------------------------------
+def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    if cell == "scan":
+        # The op as a scan body over a stacked axis of length NEW_AXIS.
+        stacked = [_insert(a, 0, NEW_AXIS, rng) for a in make_args(spec, rng)]
+        slices = [[s[i] for s in stacked] for i in range(NEW_AXIS)]
+        cts = [cotangents_for(spec, s, rng) for s in slices]
+
+        def scanned(*xs: Any) -> Any:
+            return lax.scan(lambda c, x: (c, spec.op(*x)), 0, xs)[1]
+
+        assert_outputs(spec, jax.jit(scanned)(*stacked), _stack([oracle(spec, s) for s in slices], 0))
+        stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
+        got = jax.jit(_grad(spec, scanned, stacked_cts))(*stacked)
+        wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
+        assert_grads(spec, got, [np.stack(w) for w in zip(*wants, strict=True)])
+        return
+    args = make_args(spec, rng)
+    cts = cotangents_for(spec, args, rng)
+    if cell == "checkpoint":
+        policy = jax.checkpoint_policies.nothing_saveable
+        fn = jax.checkpoint(spec.op, policy=policy)
+    else:  # cond: the op in the branch taken, zeros of its type in the other
+        fn = _traced_predicate_cond(spec)
+    assert_outputs(spec, jax.jit(fn)(*args), oracle(spec, args))
+    assert_grads(spec, jax.jit(_grad(spec, fn, cts))(*args), vjp_oracle(spec, args, cts))
+
+
+def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:
+    """lax.cond on a predicate computed from the data (so both branches are
+    compiled): the op where it holds, zeros of the op's type where not."""
+
+    def fn(*a: Any) -> Any:
+        shapes = jax.eval_shape(spec.op, *a)
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        floats = [x for x in a if _float(x.dtype)]
+        predicate = jnp.all(jnp.isfinite(floats[0])) if floats else jnp.bool_(True)
+        return lax.cond(predicate, lambda b: spec.op(*b), lambda b: zeros, a)
+
+    return fn
+
+
+# --- shard_map -----------------------------------------------------------------------
+def _mesh(kind: str, axis_type: AxisType = AxisType.Auto) -> jax.sharding.Mesh:
+    shape, names = MESHES[kind]
+    count = int(np.prod(shape))
+    return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=mesh_devices(count))
+
+
+def _specs(axes_list: Any, axis: str, mesh_axis: str | None = "x") -> list[P]:
+    return [P(*(mesh_axis if a == axis else None for a in axes)) for axes in axes_list]
+
+
+def _out_specs(spec: OpSpec, specs: list[P]) -> Any:
+    return specs[0] if len(specs) == 1 else tuple(specs)
+
+
+def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    if cell.startswith("shard-map-wrong-out-specs-"):
+        axis = cell.removeprefix("shard-map-wrong-out-specs-")
+        mesh = _mesh("1d")
+        args = make_args(spec, rng)
+        in_specs = _specs([a.axes for a in spec.args], axis)
+        # Every output declared replicated, though each shard computes its own
+        # rows: JAX's check (check_vma) must refuse this at trace time, which
+        # it can only do if the op's result type carries the varying axes.
+        wrong = _out_specs(spec, [P()] * len(spec.outputs))
+        fn = jax.shard_map(spec.op, mesh=mesh, in_specs=tuple(in_specs), out_specs=wrong)
+        with pytest.raises(ValueError, match="out_specs"):
+            jax.jit(fn)(*args)
+        return
+    rest, mesh_kind = cell.rsplit("-", 1)
+    kind, axis = next(
+        (k, rest.removeprefix(f"shard-map-{k}-"))
+        for k in ("grad-inside", "grad-outside", "")
+        if rest.startswith(f"shard-map-{k}-" if k else "shard-map-")
+    )
+    if not kind:
+        axis = rest.removeprefix("shard-map-")
+    mesh = _mesh(mesh_kind)
+    args = make_args(spec, rng)
+    in_specs = tuple(_specs([a.axes for a in spec.args], axis))
+    out_specs = _out_specs(spec, _specs(spec.outputs, axis))
+    mapped = jax.shard_map(spec.op, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    if not kind:
+        assert_outputs(spec, jax.jit(mapped)(*args), oracle(spec, args))
+        return
+    cts = cotangents_for(spec, args, rng)
+    want = vjp_oracle(spec, args, cts)
+    if kind == "grad-outside":
+        assert_grads(spec, jax.jit(_grad(spec, mapped, cts))(*args), want)
+        return
+    # grad-inside: each shard differentiates its own piece; an argument the
+    # axis does not split is shared, and JAX sums its cotangent across shards.
+    outs = _outputs(jax.eval_shape(spec.op, *args))
+    picked = _diff_outputs(spec, outs)
+    ct_specs = tuple(_specs([spec.outputs[i] for i in picked], axis))
+    grad_specs = tuple(in_specs[i] for i in _diff_args(spec))
+
+    def local(*a_and_cts: Any) -> Any:
+        a, c = a_and_cts[: len(args)], a_and_cts[len(args) :]
+        return _grad(spec, spec.op, list(c))(*a)
+
+    inside = jax.shard_map(local, mesh=mesh, in_specs=in_specs + ct_specs, out_specs=grad_specs)
+    assert_grads(spec, jax.jit(inside)(*args, *cts), want)
+
+
+# --- jit with sharded inputs -----------------------------------------------------------
+def _collectives(compiled_text: str) -> dict[str, int]:
+    return {c: len(re.findall(rf"\b{c}(-start)?\(", compiled_text)) for c in COLLECTIVES}
+
+
+def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    explicit = cell.startswith("jit-explicit-")
+    set_mesh = cell.startswith("jit-explicit-set-mesh-")
+    axis = cell.split("-", 4 if set_mesh else 2)[-1]
+    mesh = _mesh("1d", AxisType.Explicit if explicit else AxisType.Auto)
+    args = make_args(spec, rng)
+    cts = cotangents_for(spec, args, rng)
+    shardings = [NamedSharding(mesh, s) for s in _specs([a.axes for a in spec.args], axis)]
+    placed = [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)]
+    ct_axes = [spec.outputs[i] for i in _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *args)))]
+    ct_placed = [
+        jax.device_put(c, NamedSharding(mesh, s))
+        for c, s in zip(cts, _specs(ct_axes, axis), strict=True)
+    ]
+    op = jax.jit(spec.op)
+    grad = jax.jit(_grad(spec, spec.op, ct_placed))
+    if set_mesh:
+        with jax.set_mesh(mesh):
+            got, got_grads = op(*placed), grad(*placed)
+    else:
+        got, got_grads = op(*placed), grad(*placed)
+    assert_outputs(spec, got, oracle(spec, args))
+    assert_grads(spec, got_grads, vjp_oracle(spec, args, cts))
+    if explicit or any(fnmatch.fnmatchcase(cell, p) for p in spec.extra_collectives):
+        return
+    # Auto mode: XLA chooses the communication; the op's program must need no
+    # more of any collective than the reference's on the same shardings.
+    mine = _collectives(op.lower(*placed).compile().as_text())
+    theirs = _collectives(jax.jit(spec.reference).lower(*placed).compile().as_text())
+    more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
+    assert not more, f"more collectives than the reference (op, reference): {more}"
+
+
+# --- export --------------------------------------------------------------------------
+def check_export(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    args = make_args(spec, rng)
+    if cell == "export-symbolic":
+        (size,) = export.symbolic_shape(spec.symbolic_axis or "")
+        structs = [
+            jax.ShapeDtypeStruct(
+                tuple(size if d == spec.symbolic_axis else spec.sizes[d] for d in arg.axes),
+                a.dtype,
+            )
+            for arg, a in zip(spec.args, args, strict=True)
+        ]
+        exported = export.export(
+            jax.jit(spec.op), platforms=("cpu",), disabled_checks=list(spec.export_checks)
+        )(*structs)
+        loaded = export.deserialize(exported.serialize())
+        cpu = jax.devices("cpu")[0]
+        assert_outputs(spec, loaded.call(*jax.device_put(args, cpu)), oracle(spec, args))
+        # A different size along the symbolic axis: one artifact serves both.
+        smaller = {**spec.sizes, spec.symbolic_axis: 1}
+        other = make_args(OpSpec(**{**spec.__dict__, "sizes": smaller}), rng)
+        assert_outputs(spec, loaded.call(*jax.device_put(other, cpu)), oracle(spec, other))
+        return
+    # lower-<platform>: from this (CPU) host, for the target, holding the op's
+    # implementation for that target (its kernel or custom call).
+    platform = cell.removeprefix("lower-")
+    structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+    exported = export.export(
+        jax.jit(spec.op), platforms=(platform,), disabled_checks=list(spec.export_checks)
+    )(*structs)
+    assert exported.platforms == (platform,)
+    marker = spec.platforms[platform]
+    assert re.search(marker, exported.mlir_module()), f"no {marker!r} in the {platform} module"
+
+
+def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], None]:
+    if cell in ("eager", "jit", "jit-donate"):
+        return check_values
+    if cell.startswith("vmap-"):
+        return check_vmap
+    if cell.startswith("check-grads-"):
+        return check_grads_cell
+    if cell.startswith("grad-") or cell in ("vjp", "jit-grad", "jvp", "linearize"):
+        return check_autodiff
+    if cell in ("checkpoint", "scan", "cond"):
+        return check_control_flow
+    if cell.startswith("shard-map-"):
+        return check_shard_map
+    if cell.startswith("jit-"):
+        return check_jit_sharded
+    return check_export
