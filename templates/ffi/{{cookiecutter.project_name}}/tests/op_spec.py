@@ -31,9 +31,19 @@ SPEC = OpSpec(
     shard_map_axes=("b",),
     symbolic_axis="b",
     # The module holds a custom call to the forward handler on every platform
-    # with a handler; XLA looks the handler up when it compiles.
+    # this project has a handler for; XLA looks the handler up when it compiles.
+{%- if cookiecutter.cuda == "yes" %}
     platforms={"cpu": rf"custom_call @{FORWARD}\b", "cuda": rf"custom_call @{FORWARD}\b"},
+{%- else %}
+    platforms={"cpu": rf"custom_call @{FORWARD}\b"},
+{%- endif %}
     export_checks=tuple(export.DisabledSafetyCheck.custom_call(t) for t in TARGETS),
+    # Auto axes: x's sharding is unknown while tracing, and XLA cannot split
+    # a custom call it knows nothing about, so it gathers x whole first.
+    extra_collectives={
+        "jit-auto-*": "auto axes gather x whole: XLA cannot split a custom call; use an "
+        "explicit-axes mesh (jax.make_mesh's default) or shard_map",
+    },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.
     refuse={
