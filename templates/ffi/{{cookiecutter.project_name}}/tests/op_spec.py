@@ -50,8 +50,8 @@ SPEC = OpSpec(
         name: Refuse(
             TypeError,
             r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
-            "refused: reverse mode only (custom_vjp); use jax.vjp or jax.grad, or add a "
-            "jvp handler and jax.custom_jvp",
+            "refused: forward mode of a custom_vjp; use jax.grad or jax.vjp "
+            "(jax.hessian, forward over reverse, works)",
         )
         for name in ("jvp", "linearize")
     },
