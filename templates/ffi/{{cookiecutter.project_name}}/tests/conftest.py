@@ -18,6 +18,14 @@ jax.config.update("jax_num_cpu_devices", 8)
 # The CPU handler is what these tests check, even where a GPU is present;
 # test_cuda.py moves to the GPU explicitly.
 jax.config.update("jax_default_device", "cpu")
+
+
+def mesh_devices(count):
+    """The devices for a sharding test's mesh of `count`: the CPU handler is
+    what these tests check (see above), so the simulated CPU devices."""
+    return jax.devices("cpu")[:count]
+
+
 # float64 is needed for the float64 cases and for check_grads' finite
 # differences. Tests always pass explicit dtypes, so float32 stays float32.
 jax.config.update("jax_enable_x64", True)

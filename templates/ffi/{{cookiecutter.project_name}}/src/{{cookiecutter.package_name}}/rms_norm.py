@@ -151,6 +151,7 @@ def _result_type(x: jax.Array, shape: tuple[int, ...], dtype: DTypeLike) -> jax.
     )
 
 
+@partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _forward(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
     """(y, rinv): the output and 1/rms per row, which the backward reuses."""
     y_type = _result_type(x, x.shape, x.dtype)
@@ -164,10 +165,45 @@ def _forward(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
     return y, rinv
 
 
+@jax.custom_jvp
 def _backward(x: jax.Array, rinv: jax.Array, cotangent: jax.Array) -> jax.Array:
     dx = _result_type(x, x.shape, x.dtype)
     call = jax.ffi.ffi_call(BACKWARD, dx, vmap_method="broadcast_all")
     return call(x, rinv, cotangent)
+
+
+# An ffi_call has no derivative, and grad of grad (Hessian-vector products)
+# differentiates both handler calls: the custom_vjp below runs _forward
+# for its residuals and _backward for the gradient. Their derivatives are
+# plain JAX, which XLA fuses and JAX can transpose; first-order gradients
+# never evaluate them and stay entirely in the handlers.
+def _backward_formula(x: jax.Array, rinv: jax.Array, cotangent: jax.Array) -> jax.Array:
+    """What the backward handler computes: r * g - r**3 * mean(g * x) * x per row."""
+    r = rinv[..., None]
+    xc, gc = x.astype(r.dtype), cotangent.astype(r.dtype)
+    return (r * gc - r**3 * jnp.mean(gc * xc, axis=-1, keepdims=True) * xc).astype(x.dtype)
+
+
+@_forward.defjvp
+def _forward_jvp(
+    eps: float, primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
+    (x,), (t,) = primals, tangents
+    y, rinv = _forward(x, eps)
+    # d(1/rms) = -(1/rms)**3 * mean(x * t); the y tangent is the backward
+    # formula with t as the cotangent (the Jacobian of y is symmetric).
+    r = rinv[..., None]
+    rinv_t = -(r**3) * jnp.mean(x.astype(r.dtype) * t.astype(r.dtype), axis=-1, keepdims=True)
+    return (y, rinv), (_backward_formula(x, rinv, t), rinv_t[..., 0])
+
+
+@_backward.defjvp
+def _backward_jvp(
+    primals: tuple[jax.Array, jax.Array, jax.Array],
+    tangents: tuple[jax.Array, jax.Array, jax.Array],
+) -> tuple[jax.Array, jax.Array]:
+    _, dx_t = jax.jvp(_backward_formula, primals, tangents)
+    return _backward(*primals), dx_t
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
