@@ -17,6 +17,14 @@ from oracle import top_k_f64
 # k is static (it fixes the output shape): the cells call the op at one k.
 K = 3
 
+# custom_partitioning has no autodiff rule, so top_k is a custom_vjp: reverse
+# mode only, and first order only (its backward is another partitioned op).
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: top_k is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
+)
+
 SPEC = OpSpec(
     name="top_k",
     op=lambda x: top_k(x, K),
@@ -29,5 +37,22 @@ SPEC = OpSpec(
     batch_axes=("b",),
     shard_map_axes=("b",),
     symbolic_axis="b",
+    # Unsharded, the partitioned op lowers to its plain StableHLO everywhere.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
+    refuse={
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-2": Refuse(
+            NotImplementedError,
+            r"Differentiation rule for 'custom_partitioning' not implemented",
+            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
+            " wrap it in a custom_vjp of its own for second order",
+        ),
+    },
+{%- if cookiecutter.sharded_axes == "batch,items" %}
+    extra_collectives={
+        "jit-auto-n": "two all-gathers (values, indices) of k candidates per shard,"
+        " where the reference gathers the whole row once",
+    },
+{%- endif %}
 )
