@@ -159,7 +159,9 @@ def _finish(
     return jnp.exp(values - lse[:, None]), indices, lse
 
 
-def _fwd_shard(x: jax.Array, k: int, item_axes: AxisNames) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _fwd_shard(
+    x: jax.Array, k: int, item_axes: AxisNames
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The forward on one shard of x, under the partitioner or shard_map."""
     values, indices = jax.lax.top_k(x, k)
     indices = indices + _item_offset(item_axes, x.shape[1])
@@ -188,7 +190,8 @@ def _partition_fwd(
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     operand, results = _fwd_specs(batch_axes, item_axes)
     per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
-    return mesh, per_shard, tuple(NamedSharding(mesh, r) for r in results), (NamedSharding(mesh, operand),)
+    named = partial(NamedSharding, mesh)
+    return mesh, per_shard, tuple(map(named, results)), (named(operand),)
 
 
 _top_k_fwd_op.def_partition(
@@ -205,7 +208,9 @@ def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
     operand, results = _fwd_specs(batch_axes, item_axes)
     per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
-    return jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)(x)
+    mapped = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)
+    out: tuple[jax.Array, jax.Array, jax.Array] = mapped(x)
+    return out
 
 
 # --- backward: scatter the cotangent into each shard's own items -------------
@@ -270,7 +275,8 @@ def _partition_bwd(
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     operands, result = _bwd_specs(batch_axes, item_axes)
     per_shard = partial(_bwd_shard, item_axes=item_axes)
-    return mesh, per_shard, NamedSharding(mesh, result), tuple(NamedSharding(mesh, o) for o in operands)
+    named = partial(NamedSharding, mesh)
+    return mesh, per_shard, named(result), tuple(map(named, operands))
 
 
 _top_k_bwd_op.def_partition(
@@ -292,7 +298,8 @@ def _bwd(
     cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[2]))
     per_shard = partial(_bwd_shard, item_axes=item_axes)
     mapped = jax.shard_map(per_shard, mesh=mesh, in_specs=operands, out_specs=result)
-    return mapped(x, indices, cotangent, values, lse)
+    grad: jax.Array = mapped(x, indices, cotangent, values, lse)
+    return grad
 
 
 # --- vmap: fold the vmapped axis into the rows ---------------------------------
