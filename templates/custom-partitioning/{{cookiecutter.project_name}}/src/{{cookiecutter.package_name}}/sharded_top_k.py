@@ -203,13 +203,14 @@ _top_k_fwd_op.def_partition(
 
 def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The forward: the partitioned op, or shard_map under Explicit axes."""
-    if not _explicit(x):
-        return _rowwise(lambda x: _top_k_fwd_op(x, k))(x)
-    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
-    operand, results = _fwd_specs(batch_axes, item_axes)
-    per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
-    mapped = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)
-    out: tuple[jax.Array, jax.Array, jax.Array] = mapped(x)
+    if _explicit(x):
+        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
+        operand, results = _fwd_specs(batch_axes, item_axes)
+        per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
+        op: Callable[..., Any] = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)
+    else:
+        op = _rowwise(lambda x: _top_k_fwd_op(x, k))
+    out: tuple[jax.Array, jax.Array, jax.Array] = op(x)
     return out
 
 
@@ -290,22 +291,25 @@ def _bwd(
     x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
 ) -> jax.Array:
     """The backward: the partitioned op, or shard_map under Explicit axes."""
-    if not _explicit(x):
-        return _rowwise(_top_k_bwd_op)(x, indices, cotangent, values, lse)
-    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, indices.shape[1])
-    operands, result = _bwd_specs(batch_axes, item_axes)
-    # The cotangent may arrive laid out otherwise.
-    cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[2]))
-    per_shard = partial(_bwd_shard, item_axes=item_axes)
-    mapped = jax.shard_map(per_shard, mesh=mesh, in_specs=operands, out_specs=result)
-    grad: jax.Array = mapped(x, indices, cotangent, values, lse)
+    if _explicit(x):
+        mesh, batch_axes, item_axes = _mesh_and_axes(
+            jax.typeof(x).sharding, x.shape, indices.shape[1]
+        )
+        operands, result = _bwd_specs(batch_axes, item_axes)
+        # The cotangent may arrive laid out otherwise.
+        cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[2]))
+        per_shard = partial(_bwd_shard, item_axes=item_axes)
+        op: Callable[..., Any] = jax.shard_map(per_shard, mesh=mesh, in_specs=operands, out_specs=result)
+    else:
+        op = _rowwise(_top_k_bwd_op)
+    grad: jax.Array = op(x, indices, cotangent, values, lse)
     return grad
 
 
 # --- vmap: fold the vmapped axis into the rows ---------------------------------
 
 
-def _rowwise[F: Callable[..., Any]](op: F) -> F:
+def _rowwise(op: Callable[..., Any]) -> Callable[..., Any]:
     """op, whose operands and results all have rows first, with a vmap rule.
 
     custom_partitioning has no batching rule. Rows are independent, so the
@@ -323,7 +327,7 @@ def _rowwise[F: Callable[..., Any]](op: F) -> F:
         unfolded = jax.tree.map(lambda o: o.reshape(axis_size, -1, *o.shape[1:]), out)
         return unfolded, jax.tree.map(lambda _: True, out)
 
-    return folded  # type: ignore[return-value]
+    return folded
 
 
 # --- the differentiable op ------------------------------------------------------
