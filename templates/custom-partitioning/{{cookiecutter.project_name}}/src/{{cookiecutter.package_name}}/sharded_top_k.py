@@ -207,7 +207,9 @@ def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
         mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
         operand, results = _fwd_specs(batch_axes, item_axes)
         per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
-        op: Callable[..., Any] = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)
+        op: Callable[..., Any] = jax.shard_map(
+            per_shard, mesh=mesh, in_specs=operand, out_specs=results
+        )
     else:
         op = _rowwise(lambda x: _top_k_fwd_op(x, k))
     out: tuple[jax.Array, jax.Array, jax.Array] = op(x)
@@ -299,7 +301,9 @@ def _bwd(
         # The cotangent may arrive laid out otherwise.
         cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[2]))
         per_shard = partial(_bwd_shard, item_axes=item_axes)
-        op: Callable[..., Any] = jax.shard_map(per_shard, mesh=mesh, in_specs=operands, out_specs=result)
+        op: Callable[..., Any] = jax.shard_map(
+            per_shard, mesh=mesh, in_specs=operands, out_specs=result
+        )
     else:
         op = _rowwise(_top_k_bwd_op)
     grad: jax.Array = op(x, indices, cotangent, values, lse)
