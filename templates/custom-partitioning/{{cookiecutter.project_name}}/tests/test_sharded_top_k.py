@@ -220,13 +220,16 @@ def test_second_order_is_not_available(rng):
         check_grads(lambda x: top_k(x, 3)[0], (x,), order=2, modes=["rev"])
 
 
-def test_vmap_is_not_available(rng):
-    # custom_partitioning has no batching rule: fold extra axes into batch.
-    xs = jnp.asarray(rng.standard_normal((3, 4, 32)), jnp.float32)
-    with pytest.raises(NotImplementedError, match="Batching rule for 'custom_partitioning'"):
-        jax.vmap(lambda x: top_k(x, 2))(xs)
-    folded = top_k(xs.reshape(12, 32), 2)[0].reshape(3, 4, 2)
-    assert_close(folded, top_k_f64(xs.reshape(12, 32), 2)[0].reshape(3, 4, 2), rtol_for("float32"))
+def test_vmap_folds_into_the_rows(rng):
+    # custom_partitioning has no batching rule: a custom_vmap folds the vmapped
+    # axis into the rows, on sharded rows too (tests/test_conformance.py has
+    # the unsharded vmap cells).
+    mesh = make_mesh((2, 4))
+    xs, placed = place(rng, mesh, P(None, "batch", "items"), shape=(3, 4, 32))
+    values, indices = jax.jit(jax.vmap(lambda x: top_k(x, 2)))(placed)
+    want_values, want_indices = top_k_f64(xs.reshape(12, 32), 2)
+    np.testing.assert_array_equal(indices, want_indices.reshape(3, 4, 2))
+    assert_close(values, want_values.reshape(3, 4, 2), rtol_for("float32"))
 
 
 def test_sharded_export_is_not_available(rng):
@@ -246,7 +249,7 @@ def test_sharded_export_is_not_available(rng):
 @pytest.mark.parametrize(
     ("x", "k", "error", "message"),
     [
-        (np.ones(8, np.float32), 2, ValueError, "shape \\(batch, items\\)"),
+        (np.float32(1), 2, ValueError, "shape \\(batch, items\\)"),
         (np.ones((2, 8), np.int32), 2, TypeError, "floating-point"),
         (np.ones((2, 8), np.float32), 0, ValueError, "k must be an int in \\[1, 8\\]"),
         (np.ones((2, 8), np.float32), 9, ValueError, "k must be an int in \\[1, 8\\]"),

@@ -21,7 +21,11 @@ input where it is:
 
 custom_partitioning has no autodiff rule, so top_k is a jax.custom_vjp whose
 forward and backward are each a custom_partitioning op; the backward is a
-scatter that every shard does locally, with no collectives.
+scatter that every shard does locally, with no collectives. It has no batching
+rule either: each op is a jax.custom_batching.custom_vmap that folds the
+vmapped axis into the rows. And it does not run under Explicit mesh axes (the
+default of jax.make_mesh): there the sharding is known at trace time, so the
+same per-shard functions run under jax.shard_map instead.
 
 Under Shardy (the default partitioner) each op needs a sharding_rule, an
 einsum-like description of how operand and result dimensions relate.
@@ -30,12 +34,14 @@ einsum-like description of how operand and result dimensions relate.
 from collections.abc import Callable
 from functools import partial
 from operator import attrgetter
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
@@ -56,17 +62,33 @@ def top_k(x: ArrayLike, k: int) -> tuple[jax.Array, jax.Array]:
 
     Returns (values, indices), each (batch, k), sharded like x's batch axis and
     replicated over the rest. Ties go to the lower index, as in lax.top_k.
-    Differentiable with respect to x (reverse mode).
+    Differentiable with respect to x (reverse mode). Like lax.top_k, x may
+    also be one row (items,) or have more leading axes (..., items).
     """
     x = jnp.asarray(x)
-    if x.ndim != 2:
-        raise ValueError(f"top_k expects x of shape (batch, items), got {x.shape}")
+    if x.ndim == 0:
+        raise ValueError(f"top_k expects x of shape (batch, items) or (..., items), got {x.shape}")
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"top_k expects a floating-point x, got {x.dtype}")
+    items = x.shape[-1]
     # Annotated int, checked anyway for callers without a type checker (k=2.0).
-    if not isinstance(k, int) or not 1 <= k <= x.shape[1]:  # type: ignore[redundant-expr]
-        raise ValueError(f"k must be an int in [1, {x.shape[1]}] (the number of items), got {k!r}")
+    if not isinstance(k, int) or not 1 <= k <= items:  # type: ignore[redundant-expr]
+        raise ValueError(f"k must be an int in [1, {items}] (the number of items), got {k!r}")
+    if x.ndim != 2:  # the rule is written for (rows, items): fold the other axes into rows
+        values, indices = top_k(x.reshape(-1, items), k)
+        return values.reshape(*x.shape[:-1], k), indices.reshape(*x.shape[:-1], k)
+    if _explicit(x):
+        # Lay x out as the per-shard functions need it (items whole where
+        # they cannot stay sharded); autodiff reshards the gradient back.
+        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
+        x = jax.sharding.reshard(x, NamedSharding(mesh, P(batch_axes, item_axes)))
     return _top_k(x, k)
+
+
+def _explicit(x: jax.Array) -> bool:
+    """Whether x lives on a mesh with Explicit axes (jax.make_mesh's default):
+    custom_partitioning fails there at run time, so shard_map runs instead."""
+    return AxisType.Explicit in jax.typeof(x).sharding.mesh.axis_types
 
 
 # --- which axes stay sharded ------------------------------------------------
@@ -137,28 +159,39 @@ def _finish(
     return jnp.exp(values - lse[:, None]), indices, lse
 
 
+def _fwd_shard(
+    x: jax.Array, k: int, item_axes: AxisNames
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The forward on one shard of x, under the partitioner or shard_map."""
+    values, indices = jax.lax.top_k(x, k)
+    indices = indices + _item_offset(item_axes, x.shape[1])
+    if item_axes is not None:
+        # Merge: every shard's k candidates, in shard order, then top k
+        # again. Ties keep the lower shard, hence the lower global index.
+        # to="invarying": every item shard then holds the same rows, which
+        # shard_map's type check must know to accept them replicated.
+        values = jax.lax.all_gather(values, item_axes, axis=1, tiled=True, to="invarying")
+        indices = jax.lax.all_gather(indices, item_axes, axis=1, tiled=True, to="invarying")
+        values, best = jax.lax.top_k(values, k)
+        indices = jnp.take_along_axis(indices, best, axis=1)
+    return _finish(x, values, indices, item_axes)
+
+
+def _fwd_specs(batch_axes: AxisNames, item_axes: AxisNames) -> tuple[P, tuple[P, P, P]]:
+    """The forward's operand and result layouts: x as the shard needs it;
+    values, indices and the log-sum-exp by rows."""
+    return P(batch_axes, item_axes), (P(batch_axes, None), P(batch_axes, None), P(batch_axes))
+
+
 def _partition_fwd(
     k: int, mesh: AnyMesh, arg_shapes: Shapes, result_shape: Shapes
 ) -> tuple[AnyMesh, Callable[..., tuple[jax.Array, ...]], tuple[Sharding, ...], tuple[Sharding]]:
     x_shape = arg_shapes[0]
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
-    rows = NamedSharding(mesh, P(batch_axes, None))
-
-    def per_shard(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        values, indices = jax.lax.top_k(x, k)
-        indices = indices + _item_offset(item_axes, x.shape[1])
-        if item_axes is not None:
-            # Merge: every shard's k candidates, in shard order, then top k
-            # again. Ties keep the lower shard, hence the lower global index.
-            values = jax.lax.all_gather(values, item_axes, axis=1, tiled=True)
-            indices = jax.lax.all_gather(indices, item_axes, axis=1, tiled=True)
-            values, best = jax.lax.top_k(values, k)
-            indices = jnp.take_along_axis(indices, best, axis=1)
-        return _finish(x, values, indices, item_axes)
-
-    operand = NamedSharding(mesh, P(batch_axes, item_axes))
-    results = (rows, rows, NamedSharding(mesh, P(batch_axes)))
-    return mesh, per_shard, results, (operand,)
+    operand, results = _fwd_specs(batch_axes, item_axes)
+    per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
+    named = partial(NamedSharding, mesh)
+    return mesh, per_shard, tuple(map(named, results)), (named(operand),)
 
 
 _top_k_fwd_op.def_partition(
@@ -166,6 +199,21 @@ _top_k_fwd_op.def_partition(
     sharding_rule="b n -> b k, b k, b",
     need_replication_factors=() if SHARD_ITEMS else ("n",),
 )
+
+
+def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The forward: the partitioned op, or shard_map under Explicit axes."""
+    if _explicit(x):
+        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
+        operand, results = _fwd_specs(batch_axes, item_axes)
+        per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
+        op: Callable[..., Any] = jax.shard_map(
+            per_shard, mesh=mesh, in_specs=operand, out_specs=results
+        )
+    else:
+        op = _rowwise(lambda x: _top_k_fwd_op(x, k))
+    out: tuple[jax.Array, jax.Array, jax.Array] = op(x)
+    return out
 
 
 # --- backward: scatter the cotangent into each shard's own items -------------
@@ -202,23 +250,36 @@ def _scatter_grad(
     return grad
 
 
+def _bwd_shard(
+    x: jax.Array,
+    indices: jax.Array,
+    cotangent: jax.Array,
+    values: jax.Array,
+    lse: jax.Array,
+    item_axes: AxisNames,
+) -> jax.Array:
+    """The backward on one shard of x, under the partitioner or shard_map."""
+    offset = _item_offset(item_axes, x.shape[1])
+    return _scatter_grad(x, indices, cotangent, values, lse, offset)
+
+
+def _bwd_specs(batch_axes: AxisNames, item_axes: AxisNames) -> tuple[tuple[P, ...], P]:
+    """The backward's operand layouts (x's block, the rest by rows) and its
+    result's (x's block)."""
+    block, rows = P(batch_axes, item_axes), P(batch_axes, None)
+    return (block, rows, rows, rows, P(batch_axes)), block
+
+
 def _partition_bwd(
     mesh: AnyMesh, arg_shapes: Shapes, result_shape: jax.ShapeDtypeStruct
 ) -> tuple[AnyMesh, Callable[..., jax.Array], Sharding, tuple[Sharding, ...]]:
     x_shape = arg_shapes[0]
     k = arg_shapes[1].shape[1]
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
-    block = NamedSharding(mesh, P(batch_axes, item_axes))
-    rows = NamedSharding(mesh, P(batch_axes, None))
-
-    def per_shard(
-        x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
-    ) -> jax.Array:
-        offset = _item_offset(item_axes, x.shape[1])
-        return _scatter_grad(x, indices, cotangent, values, lse, offset)
-
-    operands = (block, rows, rows, rows, NamedSharding(mesh, P(batch_axes)))
-    return mesh, per_shard, block, operands
+    operands, result = _bwd_specs(batch_axes, item_axes)
+    per_shard = partial(_bwd_shard, item_axes=item_axes)
+    named = partial(NamedSharding, mesh)
+    return mesh, per_shard, named(result), tuple(map(named, operands))
 
 
 _top_k_bwd_op.def_partition(
@@ -228,12 +289,57 @@ _top_k_bwd_op.def_partition(
 )
 
 
+def _bwd(
+    x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
+) -> jax.Array:
+    """The backward: the partitioned op, or shard_map under Explicit axes."""
+    if _explicit(x):
+        mesh, batch_axes, item_axes = _mesh_and_axes(
+            jax.typeof(x).sharding, x.shape, indices.shape[1]
+        )
+        operands, result = _bwd_specs(batch_axes, item_axes)
+        # The cotangent may arrive laid out otherwise.
+        cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[2]))
+        per_shard = partial(_bwd_shard, item_axes=item_axes)
+        op: Callable[..., Any] = jax.shard_map(
+            per_shard, mesh=mesh, in_specs=operands, out_specs=result
+        )
+    else:
+        op = _rowwise(_top_k_bwd_op)
+    grad: jax.Array = op(x, indices, cotangent, values, lse)
+    return grad
+
+
+# --- vmap: fold the vmapped axis into the rows ---------------------------------
+
+
+def _rowwise(op: Callable[..., Any]) -> Callable[..., Any]:
+    """op, whose operands and results all have rows first, with a vmap rule.
+
+    custom_partitioning has no batching rule. Rows are independent, so the
+    rule folds the vmapped axis into the rows, calls op once, and unfolds.
+    """
+    folded = custom_vmap(op)
+
+    @folded.def_vmap
+    def fold(axis_size: int, in_batched: list[bool], *args: jax.Array) -> tuple[Any, Any]:
+        args = tuple(
+            a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+            for a, batched in zip(args, in_batched, strict=True)
+        )
+        out = folded(*(a.reshape(-1, *a.shape[2:]) for a in args))
+        unfolded = jax.tree.map(lambda o: o.reshape(axis_size, -1, *o.shape[1:]), out)
+        return unfolded, jax.tree.map(lambda _: True, out)
+
+    return folded
+
+
 # --- the differentiable op ------------------------------------------------------
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
 def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-    values, indices, _ = _top_k_fwd_op(x, k)
+    values, indices, _ = _fwd(x, k)
     return values, indices
 
 
@@ -242,7 +348,7 @@ type Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 def _top_k_fwd(x: jax.Array, k: int) -> tuple[tuple[jax.Array, jax.Array], Residuals]:
-    values, indices, lse = _top_k_fwd_op(x, k)
+    values, indices, lse = _fwd(x, k)
     return (values, indices), (x, indices, values, lse)
 
 
@@ -251,7 +357,7 @@ def _top_k_bwd(
 ) -> tuple[jax.Array]:
     x, indices, values, lse = residuals
     cotangent_values, _ = cotangents  # the integer indices have no cotangent
-    return (_top_k_bwd_op(x, indices, cotangent_values.astype(x.dtype), values, lse),)
+    return (_bwd(x, indices, cotangent_values.astype(x.dtype), values, lse),)
 
 
 _top_k.defvjp(_top_k_fwd, _top_k_bwd)

@@ -1,0 +1,58 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py).
+
+Adapting the starter to your own op: change this file and your op, not the
+conformance module. Name the arguments and their axes, the sizes the cells
+use, which axes are batch-like (vmap over them, shard them with no
+communication), and for each cell the op does not support, the error it
+raises and what to use instead.
+"""
+
+from {{ cookiecutter.package_name }} import top_k, top_k_reference
+
+from conformance import Arg, OpSpec, Refuse
+from oracle import top_k_f64
+
+# k is static (it fixes the output shape): the cells call the op at one k.
+K = 3
+
+# custom_partitioning has no autodiff rule, so top_k is a custom_vjp: reverse
+# mode only, and first order only (its backward is another partitioned op).
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: top_k is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
+)
+
+SPEC = OpSpec(
+    name="top_k",
+    op=lambda x: top_k(x, K),
+    reference=lambda x: top_k_reference(x, K),
+    oracle=lambda x: top_k_f64(x, K),
+    args=(Arg("x", ("b", "n")),),
+    # Values, and the integer indices (not differentiated).
+    outputs=(("b", "k"), ("b", "k")),
+    sizes={"b": 8, "n": 16, "k": K},
+    batch_axes=("b",),
+    shard_map_axes=("b",),
+    symbolic_axis="b",
+    # Unsharded, the partitioned op lowers to its plain StableHLO everywhere.
+    platforms={"cpu": "", "cuda": "", "tpu": ""},
+    refuse={
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-2": Refuse(
+            NotImplementedError,
+            r"Differentiation rule for 'custom_partitioning' not implemented",
+            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
+            " wrap it in a custom_vjp of its own for second order",
+        ),
+    },
+{%- if cookiecutter.sharded_axes == "batch,items" %}
+    extra_collectives={
+        "jit-auto-n": "two all-gathers (values, indices) of k candidates per shard,"
+        " where the reference gathers the whole row once",
+    },
+{%- endif %}
+)
