@@ -172,7 +172,11 @@ def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
     """
     varying = jax.typeof(cotangent).manual_axis_type.varying
     extra = tuple(varying - jax.typeof(primal).manual_axis_type.varying)
-    return jax.lax.psum(cotangent, extra) if extra else cotangent
+    if not extra:
+        return cotangent
+    # jax.lax.psum has no annotations (mypy --strict asks for the ignore).
+    summed: jax.Array = jax.lax.psum(cotangent, extra)  # type: ignore[no-untyped-call]
+    return summed
 
 
 _pairwise_distances.defvjp(_fwd, _bwd)
