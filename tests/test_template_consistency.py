@@ -47,6 +47,10 @@ ADDITIONS = {
     ("custom-partitioning", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices, set before JAX starts, for the sharding tests"
     ),
+    ("custom-vjp", f"{P}/tests/conftest.py"): (
+        "eight simulated CPU devices, set before JAX starts, for the conformance "
+        "matrix's sharding cells"
+    ),
     ("memory-and-sharding", f"{P}/tests/conftest.py"): (
         "eight simulated CPU devices, set before JAX starts, for the sharding tests"
     ),

@@ -108,17 +108,25 @@ def _centred(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
     it), and x - centre is exact for points close to it. Only finite points
     count, so that a NaN point spoils its own gradients and not everyone's.
     """
-    points = jnp.concatenate([x, y])
-    finite = jnp.isfinite(points)
-    total = jnp.sum(jnp.where(finite, points, 0), axis=0)
-    centre = jax.lax.stop_gradient(total / jnp.maximum(jnp.sum(finite, axis=0), 1))
+    # x's and y's sums taken apart, not over their concatenation: under
+    # explicit sharding, x's points sharded and y's not cannot be joined.
+    finite_x, finite_y = jnp.isfinite(x), jnp.isfinite(y)
+    total = jnp.sum(jnp.where(finite_x, x, 0), axis=0)
+    total += jnp.sum(jnp.where(finite_y, y, 0), axis=0)
+    count = jnp.sum(finite_x, axis=0) + jnp.sum(finite_y, axis=0)
+    centre = jax.lax.stop_gradient(total / jnp.maximum(count, 1))
     return x - centre, y - centre
 
 
-def _matmul(a: jax.Array, b: jax.Array) -> jax.Array:
+def _matmul(a: jax.Array, b: jax.Array, like: jax.Array) -> jax.Array:
     # Full precision: GPUs and TPUs may otherwise multiply float32 in TF32 or
-    # bfloat16, which would cost the gradient 3 to 5 digits.
-    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+    # bfloat16, which would cost the gradient 3 to 5 digits. Sharded like
+    # `like`: under explicit sharding a product contracting a sharded axis has
+    # no sharding of its own, and the rule's results must have their primal's
+    # type, sharding included.
+    return jnp.matmul(
+        a, b, precision=jax.lax.Precision.HIGHEST, out_sharding=jax.typeof(like).sharding
+    )
 {% if cookiecutter.rule == "vjp" %}
 
 @jax.custom_vjp
@@ -146,11 +154,29 @@ def _bwd(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array, jax.Arr
     # grad_y_j = -sum_i w_ij (x_i - y_j) = y_j * colsum(w)_j - (w^T @ x)_j:
     # two matrix products and O(n m) memory, where the differences would
     # take an (n, m, features) tensor.
-    x, y = _centred(x, y)
-    grad_x = x * jnp.sum(weight, axis=1)[:, None] - _matmul(weight, y)
-    grad_y = y * jnp.sum(weight, axis=0)[:, None] - _matmul(weight.T, x)
-    # One cotangent per primal input, same shapes and dtypes.
-    return grad_x, grad_y
+    xc, yc = _centred(x, y)
+    grad_x = xc * jnp.sum(weight, axis=1)[:, None] - _matmul(weight, yc, like=x)
+    grad_y = yc * jnp.sum(weight, axis=0)[:, None] - _matmul(weight.T, xc, like=y)
+    # One cotangent per primal input, of its type: shape, dtype and sharding.
+    return _summed_like(grad_x, x), _summed_like(grad_y, y)
+
+
+def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
+    """The cotangent summed over the shard_map axes along which it varies and
+    its primal does not.
+
+    Inside jax.shard_map with x's points split over a mesh axis and y whole on
+    every shard, each shard's grad_y is the part from its own points: y's
+    cotangent is their sum. JAX checks that the rule returns it with y's type
+    (autodiff inserts this sum itself; a custom rule must say it).
+    """
+    varying = jax.typeof(cotangent).manual_axis_type.varying
+    extra = tuple(varying - jax.typeof(primal).manual_axis_type.varying)
+    if not extra:
+        return cotangent
+    # jax.lax.psum has no annotations (mypy --strict asks for the ignore).
+    summed: jax.Array = jax.lax.psum(cotangent, extra)  # type: ignore[no-untyped-call]
+    return summed
 
 
 _pairwise_distances.defvjp(_fwd, _bwd)
@@ -181,8 +207,8 @@ def _jvp(
     x, y = _centred(x, y)
     inner = (
         jnp.sum(x * x_dot, axis=1)[:, None]
-        - _matmul(x_dot, y.T)
-        - _matmul(x, y_dot.T)
+        - _matmul(x_dot, y.T, like=d)
+        - _matmul(x, y_dot.T, like=d)
         + jnp.sum(y * y_dot, axis=1)[None, :]
     )
     d_dot = inner * _inverse_or_zero(d)
