@@ -44,6 +44,10 @@ SPEC = OpSpec(
     symbolic_axis="n",
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
+    # Points split over one axis of a 2-D mesh: the centring's mean and the
+    # rule's two matrix products each sum over the split points, three small
+    # all-reduces where the reference's autodiff fuses its sums into one.
+    extra_collectives={"jit-explicit-2d-*": "3 small all-reduces (centre, two products), not 1"},
 {%- if cookiecutter.rule == "vjp" %}
     refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},
 {%- endif %}
