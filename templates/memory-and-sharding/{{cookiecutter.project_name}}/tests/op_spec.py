@@ -47,15 +47,13 @@ def one_block_f64(w_in, w_out, x, y):
 OTHER_MESH = Refuse(
     ValueError,
     r"sharded over Explicit axes .* of another mesh: put it on the step's mesh",
-    "refused: inputs typed with another mesh's Explicit axes; place them on the step's mesh "
-    "(shard_params, shard_batch) before jit",
+    "refused: Explicit inputs of another mesh; put them on the step's mesh first",
 )
 
 SYMBOLIC = Refuse(
     ValueError,
     r"the step needs concrete shapes",
-    "refused: a symbolic batch through the shard_map crashes XLA when the artifact is called; "
-    "export one artifact per batch size",
+    "refused: a symbolic batch crashes XLA when called; export one artifact per batch size",
 )
 
 SPEC = OpSpec(
@@ -76,7 +74,7 @@ SPEC = OpSpec(
     platforms={"cpu": "all_gather", "cuda": "all_gather", "tpu": "all_gather"},
     # The step chooses its own communication, whatever the inputs' layout.
     extra_collectives={
-        "jit-auto-*": "the FSDP gather of each weight, and all-to-alls into the step's layout",
+        "jit-auto-*": "its own FSDP gathers, and all-to-alls into its layout",
     },
     refuse={"jit-explicit-*": OTHER_MESH, "export-symbolic": SYMBOLIC},
 )
