@@ -79,7 +79,8 @@ def make_mesh(
     devices = list(jax.devices() if devices is None else devices)
     if TENSOR_PARALLEL:
         model = 2 if len(devices) % 2 == 0 else 1
-        shape, names = (len(devices) // model, model), (DATA, MODEL)
+        shape: tuple[int, ...] = (len(devices) // model, model)
+        names: tuple[str, ...] = (DATA, MODEL)
     else:
         shape, names = (len(devices),), (DATA,)
     return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=devices)
@@ -111,29 +112,31 @@ def loss(
     the current mesh, `jax.set_mesh`).
 
     With Explicit axes (make_mesh's default), shardings are part of the
-    arrays' types, and the arguments must be unsharded or on `mesh`
-    (shard_params, shard_batch). With Auto axes (`make_mesh(devices,
-    AxisType.Auto)`), the loss is a plain function of arrays: it runs without
-    `jax.set_mesh`, on arrays placed anyhow, under any transformation.
+    arrays' types: the arguments must be unsharded or on `mesh` (shard_params,
+    shard_batch), and the call belongs inside `jax.set_mesh(mesh)`, without
+    which an eager `jax.grad` fails on the mesh-typed result. With Auto axes
+    (`make_mesh(devices, AxisType.Auto)`), the loss is a plain function of
+    arrays: it runs without `jax.set_mesh`, on arrays placed anyhow, under
+    any transformation (tests/op_spec.py runs it so).
 
     `remat` names the checkpoint policy of each block (a key of POLICIES), or
     None for no checkpointing. Raises ValueError for shapes that do not fit
     each other or the mesh.
     """
-    mesh = jax.sharding.get_abstract_mesh() if mesh is None else mesh
-    _check(mesh, params, x, y)
+    on: Mesh | AbstractMesh = jax.sharding.get_abstract_mesh() if mesh is None else mesh
+    _check(on, params, x, y)
     specs = [(W_IN_SPEC, W_OUT_SPEC)] * len(params)
     # Under Explicit axes an array's sharding is part of its type, and
     # shard_map requires exactly its in_specs: reshard is a no-op for arrays
     # already placed (shard_params, shard_batch) and slices replicated ones.
     params = [
-        (_reshard(a, mesh, sa), _reshard(b, mesh, sb))
+        (_reshard(a, on, sa), _reshard(b, on, sb))
         for (a, b), (sa, sb) in zip(params, specs, strict=True)
     ]
-    x, y = _reshard(x, mesh, BATCH_SPEC), _reshard(y, mesh, BATCH_SPEC)
+    x, y = _reshard(x, on, BATCH_SPEC), _reshard(y, on, BATCH_SPEC)
     per_shard = partial(_local_loss, remat=remat, batch=x.shape[0])
     sharded = jax.shard_map(
-        per_shard, mesh=mesh, in_specs=(specs, BATCH_SPEC, BATCH_SPEC), out_specs=P()
+        per_shard, mesh=on, in_specs=(specs, BATCH_SPEC, BATCH_SPEC), out_specs=P()
     )
     value: jax.Array = sharded(params, x, y)
     return value
