@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 from jax import P
 from jax.ad_checkpoint import checkpoint_name
-from jax.sharding import Mesh
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding
 
 from .reference import Params
 
@@ -70,15 +70,20 @@ else:
 BATCH_SPEC = P(DATA, None)
 
 
-def make_mesh(devices: list[jax.Device] | None = None) -> Mesh:
-    """A mesh with Explicit axes over `devices` (default: all of them):
+def make_mesh(
+    devices: list[jax.Device] | None = None, axis_type: AxisType = AxisType.Explicit
+) -> Mesh:
+    """A mesh with `axis_type` axes over `devices` (default: all of them):
     ("data",){% if cookiecutter.parallelism == "fsdp-tp" %}, or ("data", "model") with 2 devices on "model" when
     their number is even (1 otherwise){% endif %}."""
     devices = list(jax.devices() if devices is None else devices)
     if TENSOR_PARALLEL:
         model = 2 if len(devices) % 2 == 0 else 1
-        return jax.make_mesh((len(devices) // model, model), (DATA, MODEL), devices=devices)
-    return jax.make_mesh((len(devices),), (DATA,), devices=devices)
+        shape: tuple[int, ...] = (len(devices) // model, model)
+        names: tuple[str, ...] = (DATA, MODEL)
+    else:
+        shape, names = (len(devices),), (DATA,)
+    return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=devices)
 
 
 def shard_params(params: Params) -> Params:
@@ -96,26 +101,43 @@ def shard_batch(a: jax.Array) -> jax.Array:
     return placed
 
 
-def loss(params: Params, x: jax.Array, y: jax.Array, remat: str | None = REMAT) -> jax.Array:
-    """The loss of reference_loss, computed shard by shard on the current mesh.
+def loss(
+    params: Params,
+    x: jax.Array,
+    y: jax.Array,
+    remat: str | None = REMAT,
+    mesh: Mesh | None = None,
+) -> jax.Array:
+    """The loss of reference_loss, computed shard by shard on `mesh` (default:
+    the current mesh, `jax.set_mesh`).
+
+    With Explicit axes (make_mesh's default), shardings are part of the
+    arrays' types: the arguments must be unsharded or on `mesh` (shard_params,
+    shard_batch), and the call belongs inside `jax.set_mesh(mesh)`, without
+    which an eager `jax.grad` fails on the mesh-typed result. With Auto axes
+    (`make_mesh(devices, AxisType.Auto)`), the loss is a plain function of
+    arrays: it runs without `jax.set_mesh`, on arrays placed anyhow, under
+    any transformation (tests/op_spec.py runs it so).
 
     `remat` names the checkpoint policy of each block (a key of POLICIES), or
     None for no checkpointing. Raises ValueError for shapes that do not fit
     each other or the mesh.
     """
-    mesh = jax.sharding.get_abstract_mesh()
-    _check(mesh, params, x, y)
+    on: Mesh | AbstractMesh = jax.sharding.get_abstract_mesh() if mesh is None else mesh
+    _check(on, params, x, y)
     specs = [(W_IN_SPEC, W_OUT_SPEC)] * len(params)
     # Under Explicit axes an array's sharding is part of its type, and
     # shard_map requires exactly its in_specs: reshard is a no-op for arrays
     # already placed (shard_params, shard_batch) and slices replicated ones.
     params = [
-        (jax.sharding.reshard(a, sa), jax.sharding.reshard(b, sb))
+        (_reshard(a, on, sa), _reshard(b, on, sb))
         for (a, b), (sa, sb) in zip(params, specs, strict=True)
     ]
-    x, y = jax.sharding.reshard(x, BATCH_SPEC), jax.sharding.reshard(y, BATCH_SPEC)
+    x, y = _reshard(x, on, BATCH_SPEC), _reshard(y, on, BATCH_SPEC)
     per_shard = partial(_local_loss, remat=remat, batch=x.shape[0])
-    sharded = jax.shard_map(per_shard, in_specs=(specs, BATCH_SPEC, BATCH_SPEC), out_specs=P())
+    sharded = jax.shard_map(
+        per_shard, mesh=on, in_specs=(specs, BATCH_SPEC, BATCH_SPEC), out_specs=P()
+    )
     value: jax.Array = sharded(params, x, y)
     return value
 
@@ -144,6 +166,13 @@ def train_step(
     return params, momentum, value
 
 
+def _reshard(a: jax.Array, mesh: Mesh | AbstractMesh, spec: P) -> jax.Array:
+    if not mesh.are_all_axes_explicit:
+        return a  # Auto axes: shardings are not types, and shard_map moves `a` itself
+    placed: jax.Array = jax.sharding.reshard(a, NamedSharding(mesh, spec))
+    return placed
+
+
 def _local_loss(
     params: Params, x: jax.Array, y: jax.Array, remat: str | None, batch: int
 ) -> jax.Array:
@@ -169,12 +198,31 @@ def _block(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
     return h + out
 
 
-def _check(mesh: jax.sharding.AbstractMesh, params: Params, x: jax.Array, y: jax.Array) -> None:
+def _check(mesh: Mesh | AbstractMesh, params: Params, x: jax.Array, y: jax.Array) -> None:
     axes = (DATA, MODEL) if TENSOR_PARALLEL else (DATA,)
     if tuple(mesh.axis_names) != axes:
         raise ValueError(
-            f"call inside jax.set_mesh(make_mesh()): the step needs a mesh with axes {axes}, "
-            f"got {tuple(mesh.axis_names) or 'no mesh'}"
+            f"call inside jax.set_mesh(make_mesh()) or pass mesh=make_mesh(): the step needs "
+            f"a mesh with axes {axes}, got {tuple(mesh.axis_names) or 'no mesh'}"
+        )
+    # An array typed with another mesh's Explicit axes cannot move to this
+    # mesh inside jit (shard_map would fail deep inside): say so here.
+    own = mesh.abstract_mesh if isinstance(mesh, Mesh) else mesh
+    for a in jax.tree.leaves((params, x, y)):
+        other = jax.typeof(a).sharding.mesh
+        if other.explicit_axes and other != own:
+            raise ValueError(
+                f"an argument is sharded over Explicit axes {other.explicit_axes} of another "
+                f"mesh: put it on the step's mesh {own.axis_names} first (shard_params, "
+                "shard_batch, or jax.device_put outside jit)"
+            )
+    if not all(isinstance(n, int) for a in jax.tree.leaves((params, x, y)) for n in a.shape):
+        # Measured on XLA:CPU, JAX 0.12: an exported loss with a symbolic
+        # batch crashes the process when called.
+        raise ValueError(
+            "the step needs concrete shapes: a symbolic dimension (jax.export shape "
+            "polymorphism) through its shard_map crashes XLA when called; export one "
+            "artifact per shape"
         )
     data = mesh.shape[DATA]
     if x.ndim != 2 or y.shape != x.shape:

@@ -1,0 +1,80 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py).
+
+The op is `loss`, the function users differentiate, vmap, scan and export;
+`train_step` is only jit(value_and_grad(loss)) and an update. It runs here
+with one residual block, its parameters flattened into arguments, on a mesh
+with Auto axes passed as `mesh=`: that makes it a plain function of arrays,
+which the cells can call with no `jax.set_mesh` and on inputs placed anyhow.
+Inside, every block still gathers its weights in a shard_map and remats as
+configured. The loss is a scalar over the whole batch, so no axis is
+batch-like and none can be split by an outer shard_map (the loss is one).
+
+Adapting the starter to your own op: change this file and your op, not the
+conformance module. Name the arguments and their axes, the sizes the cells
+use, which axes are batch-like (vmap over them, shard them with no
+communication), and for each cell the op does not support, the error it
+raises and what to use instead.
+"""
+
+from jax.sharding import AxisType
+
+from {{ cookiecutter.package_name }} import loss, make_mesh, reference_loss
+
+from conformance import Arg, OpSpec, Refuse
+from conftest import mesh_devices
+from oracle import loss_and_grads_f64
+
+# The devices of the cells' own meshes, so that inputs they shard can reach it.
+MESH = make_mesh(mesh_devices(4), AxisType.Auto)
+
+
+def one_block_loss(w_in, w_out, x, y):
+    return loss([(w_in, w_out)], x, y, mesh=MESH)
+
+
+def one_block_reference(w_in, w_out, x, y):
+    return reference_loss([(w_in, w_out)], x, y)
+
+
+def one_block_f64(w_in, w_out, x, y):
+    return loss_and_grads_f64([(w_in, w_out)], x, y)[0]
+
+
+# Arrays typed with another mesh's Explicit axes cannot move to the step's
+# mesh inside jit; the loss says where to put them.
+OTHER_MESH = Refuse(
+    ValueError,
+    r"sharded over Explicit axes .* of another mesh: put it on the step's mesh",
+    "refused: Explicit inputs of another mesh; put them on the step's mesh first",
+)
+
+SYMBOLIC = Refuse(
+    ValueError,
+    r"the step needs concrete shapes",
+    "refused: a symbolic batch crashes XLA when called; export one artifact per batch size",
+)
+
+SPEC = OpSpec(
+    name="loss",
+    op=one_block_loss,
+    reference=one_block_reference,
+    oracle=one_block_f64,
+    args=(
+        Arg("w_in", ("d", "f")),
+        Arg("w_out", ("f", "d")),
+        Arg("x", ("b", "d")),
+        Arg("y", ("b", "d")),
+    ),
+    outputs=((),),
+    symbolic_axis="b",
+    sizes={"b": 8, "d": 8, "f": 16},  # every one divisible by the mesh axes
+    # Plain StableHLO on every platform; the module holds the FSDP gather.
+    platforms={"cpu": "all_gather", "cuda": "all_gather", "tpu": "all_gather"},
+    # The step chooses its own communication, whatever the inputs' layout.
+    extra_collectives={
+        "jit-auto-*": "its own FSDP gathers, and all-to-alls into its layout",
+    },
+    refuse={"jit-explicit-*": OTHER_MESH, "export-symbolic": SYMBOLIC},
+)
