@@ -17,20 +17,23 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
+from conformance import Arg, OpSpec, Refuse
 from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
-from conformance import Arg, OpSpec, Refuse
 from oracle import predict_f64
-{%- if cookiecutter.vjp_order == "0" %}
-
+{% if cookiecutter.vjp_order == "0" %}
+# Every cell that differentiates: all of autodiff but the forward mode, and
+# the gradient half of vmap, control flow, shard_map and sharded jit.
+DIFFERENTIATING = ["vmap-of-grad", "grad-*", "vjp", "jit-grad", "checkpoint", "scan", "cond"]
+DIFFERENTIATING += ["shard-map-grad-*", "jit-auto-*", "jit-explicit-*"]
 # Serialized with vjp_order=0 (VJP_ORDER): the artifact carries no VJP.
 NOT_DIFFERENTIABLE = Refuse(
     ValueError,
     r"serialized without its VJP \(vjp_order=0\)",
     "refused: serialized with vjp_order=0; re-export with vjp_order=1 to differentiate",
 )
-{%- endif %}
+{% endif %}
 # jax.export serializes VJPs, never JVPs: the artifact's derivative is
 # reverse mode only.
 REVERSE_ONLY = Refuse(
@@ -43,8 +46,16 @@ REVERSE_ONLY = Refuse(
 FLOAT32_ONLY = Refuse(
     TypeError,
     r"x must be float32, got float64",
-    "refused: the artifact takes float32 only; finite differences need float64 (the gradient cells check it)",
+    "refused: the artifact takes float32 only; finite differences need float64"
+    " (the gradient cells check it)",
 )
+{%- if seq %}
+
+
+def mostly_true(rng, shape):
+    """A padding mask: mostly True, as in real batches."""
+    return rng.random(shape) < 0.8
+{% endif %}
 
 PARAMS = init_params()
 with tempfile.TemporaryDirectory() as tmp:  # load reads the files whole
@@ -55,15 +66,14 @@ SPEC = OpSpec(
     op=LOADED,
     reference=partial(predict, PARAMS),
     oracle=partial(predict_f64, PARAMS),
-    args=(
 {%- if seq %}
+    args=(
         Arg("x", ("b", "s", "f")),
-        # Padding mask: not differentiable; mostly True, as real batches are.
-        Arg("mask", ("b", "s"), differentiable=False, dtype="bool", sample=lambda rng, shape: rng.random(shape) < 0.8),
-{%- else %}
-        Arg("x", ("b", "f")),
-{%- endif %}
+        Arg("mask", ("b", "s"), differentiable=False, dtype="bool", sample=mostly_true),
     ),
+{%- else %}
+    args=(Arg("x", ("b", "f")),),
+{%- endif %}
     outputs=(("b", "c"),),
     sizes={"b": 8, {% if seq %}"s": 4, {% endif %}"f": 16, "c": 4},
     # No batch_axes: the artifact's signature has b, it takes no input without
@@ -74,9 +84,7 @@ SPEC = OpSpec(
     platforms={ {%- for p in cookiecutter.platforms.split(",") %}"{{ p }}": ""{% if not loop.last %}, {% endif %}{% endfor -%} },
     refuse={
 {%- if cookiecutter.vjp_order == "0" %}
-        # Every cell that differentiates (all of autodiff, and the gradient
-        # half of the control-flow, shard_map and sharded-jit cells).
-        **dict.fromkeys(["vmap-of-grad", "grad-*", "vjp", "jit-grad", "checkpoint", "scan", "cond", "shard-map-grad-*", "jit-*-*"], NOT_DIFFERENTIABLE),
+        **dict.fromkeys(DIFFERENTIATING, NOT_DIFFERENTIABLE),
 {%- endif %}
         "jvp": REVERSE_ONLY,
         "linearize": REVERSE_ONLY,

@@ -209,7 +209,7 @@ def composable_call(exported: export.Exported) -> Callable[..., jax.Array]:
     wrong out_specs goes unnoticed). Here the artifact's VJP, if it was
     serialized with one, is called by our own custom_vjp; both calls fold
     vmap's axis into the symbolic batch dimension and give their results the
-    varying axes of the inputs."""
+    varying axes of the inputs. First order only (VJP_ORDER is 0 or 1)."""
 
     def primal(*args: jax.Array) -> jax.Array:
         return _varying_like(exported.call(*args), args)
@@ -221,7 +221,15 @@ def composable_call(exported: export.Exported) -> Callable[..., jax.Array]:
         return tuple(_varying_like(c, [a]) for a, c in zip(args, cts, strict=True) if _inexact(a))
 
     call = jax.custom_vjp(_folding_vmap_axis_into_batch(primal))
-    vjp = _folding_vmap_axis_into_batch(pullback)
+    vjp = jax.custom_vjp(_folding_vmap_axis_into_batch(pullback))
+
+    def second_order(*_: Any) -> None:
+        raise ValueError(
+            "this artifact cannot be differentiated twice: it was serialized with "
+            "vjp_order=1, and this call serves the first order only"
+        )
+
+    vjp.defvjp(lambda *args_and_ct: (vjp(*args_and_ct), None), second_order)
 
     def forward(*args: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
         return call(*args), args
