@@ -212,7 +212,8 @@ def composable_call(exported: export.Exported) -> Callable[..., jax.Array]:
     varying axes of the inputs. First order only (VJP_ORDER is 0 or 1)."""
 
     def primal(*args: jax.Array) -> jax.Array:
-        return _varying_like(exported.call(*args), args)
+        output: jax.Array = exported.call(*args)  # Exported.call is unannotated
+        return _varying_like(output, args)
 
     def pullback(*args_and_ct: jax.Array) -> tuple[jax.Array, ...]:
         args = args_and_ct[:-1]
@@ -223,7 +224,7 @@ def composable_call(exported: export.Exported) -> Callable[..., jax.Array]:
     call = jax.custom_vjp(_folding_vmap_axis_into_batch(primal))
     vjp = jax.custom_vjp(_folding_vmap_axis_into_batch(pullback))
 
-    def second_order(*_: Any) -> None:
+    def second_order(*_: Any) -> tuple[Any, ...]:
         raise ValueError(
             "this artifact cannot be differentiated twice: it was serialized with "
             "vjp_order=1, and this call serves the first order only"
@@ -258,9 +259,11 @@ def _varying_like[T](out: T, args: Sequence[jax.Array]) -> T:
 
     def vary(x: jax.Array) -> jax.Array:
         missing = tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying))
-        return jax.lax.pcast(x, missing, to="varying")
+        varied: jax.Array = jax.lax.pcast(x, missing, to="varying")
+        return varied
 
-    return jax.tree.map(vary, out)
+    varying: T = jax.tree.map(vary, out)
+    return varying
 
 
 def _folding_vmap_axis_into_batch[F: Callable[..., Any]](fn: F) -> F:
