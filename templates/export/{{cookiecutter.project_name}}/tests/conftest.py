@@ -10,10 +10,6 @@ from packaging.requirements import Requirement  # packaging: a dependency of pyt
 
 from oracle import WORST
 
-# float64 is needed for the float64 cases and for check_grads' finite
-# differences. Tests always pass explicit dtypes, so float32 stays float32.
-jax.config.update("jax_enable_x64", True)
-
 # Eight simulated CPU devices for the sharding tests. This must run before JAX
 # starts its backend, which is why it is here: pytest imports conftest.py
 # before any test module. (XLA_FLAGS=--xla_force_host_platform_device_count=8
@@ -28,6 +24,11 @@ def mesh_devices(count):
     which are the same on every platform, instead of failing to build the mesh."""
     devices = jax.devices()
     return (devices if len(devices) >= count else jax.devices("cpu"))[:count]
+
+
+# float64 is needed for the float64 cases and for check_grads' finite
+# differences. Tests always pass explicit dtypes, so float32 stays float32.
+jax.config.update("jax_enable_x64", True)
 
 
 @pytest.fixture
