@@ -166,15 +166,16 @@ class Artifact:
     The checks depend only on the inputs' shapes and dtypes, so they run once
     per input signature; later calls with the same signature cost a set
     lookup. (Sharding is not part of the signature: the checks do not depend
-    on it, and jax.jit keys its own cache on it.) Exported.call is wrapped in
-    jax.jit: called bare, it traces the artifact's call again on every call,
+    on it, and jax.jit keys its own cache on it.) The call (composable_call:
+    exported.call with vmap, grad and shard_map rules) is wrapped in jax.jit:
+    called bare, it traces the artifact's call again on every call,
     which costs more than the call itself on small inputs; jitted, that work
     is done once per signature too."""
 
     def __init__(self, exported: export.Exported, metadata: Metadata):
         self.exported = exported
         self.metadata = metadata
-        self._call = jax.jit(exported.call)
+        self._call = jax.jit(composable_call(exported))
         # The input signatures that passed the checks. Failures are not
         # recorded: a bad input raises on every call.
         self._checked: set[Signature] = set()
@@ -197,6 +198,92 @@ class Artifact:
         # Exported.call is unannotated in JAX; this model returns one array.
         output: jax.Array = self._call(*args)
         return output
+
+
+def composable_call(exported: export.Exported) -> Callable[..., jax.Array]:
+    """exported.call, made to compose with vmap, grad and shard_map.
+
+    JAX's own wrapper has no vmap rule (call_exported has no batching rule),
+    and its results and cotangents drop the varying mesh axes of their inputs
+    inside shard_map (so grad there fails on a cotangent type mismatch, and a
+    wrong out_specs goes unnoticed). Here the artifact's VJP, if it was
+    serialized with one, is called by our own custom_vjp; both calls fold
+    vmap's axis into the symbolic batch dimension and give their results the
+    varying axes of the inputs. First order only (VJP_ORDER is 0 or 1)."""
+
+    def primal(*args: jax.Array) -> jax.Array:
+        output: jax.Array = exported.call(*args)  # Exported.call is unannotated
+        return _varying_like(output, args)
+
+    def pullback(*args_and_ct: jax.Array) -> tuple[jax.Array, ...]:
+        args = args_and_ct[:-1]
+        cts = exported.vjp().call(*args_and_ct)
+        # Cotangents of the float inputs only: the others (masks) have none.
+        return tuple(_varying_like(c, [a]) for a, c in zip(args, cts, strict=True) if _inexact(a))
+
+    call = jax.custom_vjp(_folding_vmap_axis_into_batch(primal))
+    vjp = jax.custom_vjp(_folding_vmap_axis_into_batch(pullback))
+
+    def second_order(*_: Any) -> tuple[Any, ...]:
+        raise ValueError(
+            "this artifact cannot be differentiated twice: it was serialized with "
+            "vjp_order=1, and this call serves the first order only"
+        )
+
+    vjp.defvjp(lambda *args_and_ct: (vjp(*args_and_ct), None), second_order)
+
+    def forward(*args: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        return call(*args), args
+
+    def backward(args: tuple[jax.Array, ...], ct: jax.Array) -> tuple[jax.Array | None, ...]:
+        if not exported.has_vjp():
+            raise ValueError(
+                "this artifact cannot be differentiated: it was serialized without its "
+                "VJP (vjp_order=0); re-export it with save(..., vjp_order=1)"
+            )
+        float_cts = iter(vjp(*args, ct))
+        return tuple(next(float_cts) if _inexact(a) else None for a in args)
+
+    call.defvjp(forward, backward)
+    return call
+
+
+def _inexact(x: jax.Array) -> bool:
+    return bool(jnp.issubdtype(x.dtype, jnp.inexact))
+
+
+def _varying_like[T](out: T, args: Sequence[jax.Array]) -> T:
+    """out, varying over every manual mesh axis (inside shard_map) that any
+    of args varies over: what each shard computes differs per shard."""
+    axes = set().union(*(jax.typeof(a).manual_axis_type.varying for a in args))
+
+    def vary(x: jax.Array) -> jax.Array:
+        missing = tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying))
+        varied: jax.Array = jax.lax.pcast(x, missing, to="varying")
+        return varied
+
+    varying: T = jax.tree.map(vary, out)
+    return varying
+
+
+def _folding_vmap_axis_into_batch[F: Callable[..., Any]](fn: F) -> F:
+    """fn, whose inputs and outputs all have the batch dimension b first, with
+    a vmap rule: vmap's axis folds into b, (n, b, ...) -> (n*b, ...), so the
+    artifact runs once on the whole batch, as it was exported to."""
+    folded = jax.custom_batching.custom_vmap(fn)
+
+    @folded.def_vmap
+    def rule(axis_size: int, in_batched: Sequence[bool], *args: jax.Array) -> tuple[Any, Any]:
+        args = tuple(
+            a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+            for a, batched in zip(args, in_batched, strict=True)
+        )
+        # folded, not fn: inside an outer vmap, its rule folds again.
+        out = folded(*(a.reshape(-1, *a.shape[2:]) for a in args))
+        unfolded = jax.tree.map(lambda o: o.reshape(axis_size, -1, *o.shape[1:]), out)
+        return unfolded, jax.tree.map(lambda _: True, out)
+
+    return folded  # type: ignore[return-value]
 
 
 def load(path: StrPath) -> Artifact:
