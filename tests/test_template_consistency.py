@@ -44,25 +44,9 @@ ADDITIONS = {
     ("export", f"{P}/.github/workflows/ci.yml"): (
         "CI also exports the artifact and serves it through the package's command line"
     ),
-    ("custom-partitioning", f"{P}/tests/conftest.py"): (
-        "eight simulated CPU devices, set before JAX starts, for the sharding tests"
-    ),
-    ("custom-vjp", f"{P}/tests/conftest.py"): (
-        "eight simulated CPU devices, set before JAX starts, for the conformance "
-        "matrix's sharding cells"
-    ),
-    ("memory-and-sharding", f"{P}/tests/conftest.py"): (
-        "eight simulated CPU devices, set before JAX starts, for the sharding tests"
-    ),
-    ("internals", f"{P}/tests/conftest.py"): (
-        "eight simulated CPU devices, set before JAX starts, for the sharding test"
-    ),
-    ("pallas", f"{P}/tests/conftest.py"): (
-        "eight simulated CPU devices, set before JAX starts, for the sharding tests"
-    ),
     ("ffi", f"{P}/tests/conftest.py"): (
-        "eight simulated CPU devices for the sharding tests, and the CPU as the default "
-        "device: the tests check the CPU handler even where a GPU is present"
+        "the CPU as the default device: the tests check the CPU handler even where a "
+        "GPU is present (mesh_devices follows it)"
     ),
     ("ffi", f"{P}/_accelerator_ci/gpu.yml"): (
         "the GPU run also builds the CUDA handler (so it needs nvcc, and the build must "
@@ -110,13 +94,6 @@ SHARED_DEFINITIONS = {
 # Definitions in only some templates (those with sharding tests): identical
 # wherever present.
 SHARED_WHERE_PRESENT = {f"{P}/tests/conftest.py": ("mesh_devices",)}
-# (template, file, name): why that template's definition is its own.
-OWN_DEFINITION = {
-    ("ffi", f"{P}/tests/conftest.py", "mesh_devices"): (
-        "the sharding tests check the CPU handler, so the mesh is always the "
-        "simulated CPU devices (a cuda=no project on a GPU runner has no GPU handler)"
-    ),
-}
 # (template, file) that is a copy of another template's file under another
 # name: internals' post-generation hook installs its compiled-wheel cd.yml for
 # lowering=ffi, which must stay ffi's.
@@ -189,7 +166,6 @@ def test_definitions_shared_by_some_templates_are_identical_where_present(relati
         template: definition_source(text, name)
         for template, path in TEMPLATES.items()
         if (text := (path / relative).read_text()).count(f"def {name}(")
-        and (template, relative, name) not in OWN_DEFINITION
     }
     assert len(sources) >= 2, f"{name} is in {sorted(sources)} only: not shared"
     assert len(set(sources.values())) == 1, sorted(sources)

@@ -18,11 +18,15 @@ jax.config.update("jax_num_cpu_devices", 8)
 
 
 def mesh_devices(count):
-    """The devices for a sharding test's mesh of `count`: the default backend's
-    where it has that many (a runner with 8 GPUs tests them), else the simulated
-    CPU devices, so that a runner with one GPU still checks the sharding rules,
-    which are the same on every platform, instead of failing to build the mesh."""
-    devices = jax.devices()
+    """The devices for a sharding test's mesh of `count`: those of the default
+    device's platform (jax_default_device, where a project pins its tests to
+    one) or else the default backend's, where there are that many (a runner
+    with 8 GPUs tests them); else the simulated CPU devices, so that a runner
+    with one GPU still checks the sharding rules, which are the same on every
+    platform, instead of failing to build the mesh."""
+    default = jax.config.jax_default_device
+    platform = getattr(default, "platform", default)  # a Device, a name, or None
+    devices = jax.devices(platform) if platform else jax.devices()
     return (devices if len(devices) >= count else jax.devices("cpu"))[:count]
 
 
