@@ -63,6 +63,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
+from jax.sharding import ManualAxisType
 
 BACKEND = "mosaic_gpu"
 # The platform the kernel runs natively on, as jax.export names platforms
@@ -196,9 +197,10 @@ def matmul(
     if bias is not None:
         operands.append(_pad(bias, (np_,)))
 
-    out_type = [jax.ShapeDtypeStruct((mp, np_), a.dtype)]
+    operands, varying = vary_alike(operands)
+    out_type = [jax.ShapeDtypeStruct((mp, np_), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
-        out_type.append(jax.ShapeDtypeStruct((mp, np_), jnp.float32))
+        out_type.append(jax.ShapeDtypeStruct((mp, np_), jnp.float32, manual_axis_type=varying))
     body = functools.partial(
         _kernel,
         blocks=(bm, bn, bk),
@@ -219,6 +221,19 @@ def matmul(
     )(*operands)
     outputs = [out[:m, :n] if (mp, np_) != (m, n) else out for out in padded]
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
+
+
+def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
+    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
+    they vary over (check_vma): those of the operands together, as each output
+    tile depends on all of them. Operands that vary over fewer are cast up
+    (pcast), whose transpose sums their cotangents over the added axes."""
+    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
+    operands = [
+        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
+        for x in operands
+    ]
+    return operands, jax.typeof(operands[0]).manual_axis_type
 
 
 def _interpret(interpret: Interpret) -> bool | plgpu.InterpretGPUParams:

@@ -15,12 +15,14 @@ masked stores.
 """
 
 import functools
+from collections.abc import Callable
 from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
+from jax.sharding import ManualAxisType
 
 BACKEND = "triton"
 # The platform the kernel runs natively on, as jax.export names platforms
@@ -115,9 +117,10 @@ def matmul(
     check_block("b", (block_n, block_k) if transpose_b else (block_k, block_n), b.shape)
     check_block("output", (block_m, block_n), (m, n))
     operands = [a, b] if bias is None else [a, b, bias]
-    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype)]
+    operands, varying = vary_alike(operands)
+    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
-        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32))
+        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32, manual_axis_type=varying))
     kernel = functools.partial(
         _kernel,
         sizes=(m, n, k),
@@ -128,23 +131,49 @@ def matmul(
         transpose_b=transpose_b,
     )
     whole = pl.BlockSpec(memory_space=pl.ANY)  # the kernel indexes global memory itself
-    outputs: list[jax.Array] = pl.pallas_call(
+    call = functools.partial(
+        pl.pallas_call,
         kernel,
         grid=(pl.cdiv(m, block_m), pl.cdiv(n, block_n)),
         in_specs=[whole] * len(operands),
         out_specs=[whole] * len(out_shape),
         out_shape=out_shape,
         compiler_params=COMPILER_PARAMS,
-        interpret=_interpret(interpret),
-    )(*operands)
+    )
+    outputs: list[jax.Array] = _native_or_interpreted(call, operands, interpret)
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
-def _interpret(interpret: Interpret) -> bool:
-    """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere."""
-    if interpret is None:
-        return jax.default_backend() != "gpu"
-    return interpret
+def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
+    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
+    they vary over (check_vma): those of the operands together, as each output
+    tile depends on all of them. Operands that vary over fewer are cast up
+    (pcast), whose transpose sums their cotangents over the added axes."""
+    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
+    operands = [
+        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
+        for x in operands
+    ]
+    return operands, jax.typeof(operands[0]).manual_axis_type
+
+
+def _native_or_interpreted(
+    call: Callable[..., Callable[..., list[jax.Array]]],
+    operands: list[jax.Array],
+    interpret: Interpret,
+) -> list[jax.Array]:
+    """call(interpret=...)(*operands). interpret=None runs the kernel natively
+    where the program is lowered for GPU and interpreted for any other
+    platform, chosen per lowering platform by lax.platform_dependent: exported
+    for GPU from a CPU host, the program holds the kernel itself (the
+    host's jax.default_backend() would have chosen the interpreter)."""
+    if interpret is not None:
+        return call(interpret=interpret)(*operands)
+    return jax.lax.platform_dependent(
+        *operands,
+        cuda=lambda *x: call(interpret=False)(*x),
+        default=lambda *x: call(interpret=True)(*x),
+    )
 
 
 def _kernel(

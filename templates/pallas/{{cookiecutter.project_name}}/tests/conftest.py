@@ -15,6 +15,16 @@ from oracle import WORST
 # before any test module. (XLA_FLAGS=--xla_force_host_platform_device_count=8
 # does the same.)
 jax.config.update("jax_num_cpu_devices", 8)
+
+
+def mesh_devices(count):
+    """The devices for a sharding test's mesh of `count`: the default backend's
+    where it has that many (a runner with 8 GPUs tests them), else the simulated
+    CPU devices, so that a runner with one GPU still checks the sharding rules,
+    which are the same on every platform, instead of failing to build the mesh."""
+    devices = jax.devices()
+    return (devices if len(devices) >= count else jax.devices("cpu"))[:count]
+
 # float64 is needed for the float64 cases and for check_grads' finite
 # differences. Tests always pass explicit dtypes, so float32 stays float32.
 jax.config.update("jax_enable_x64", True)

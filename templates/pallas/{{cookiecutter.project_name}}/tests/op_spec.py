@@ -1,0 +1,101 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py).
+
+Adapting the starter to your own op: change this file and your op, not the
+conformance module. Name the arguments and their axes, the sizes the cells
+use, which axes shard with no communication, and for each cell the op does
+not support, the error it raises and what to use instead.
+"""
+
+from functools import partial
+
+from {{ cookiecutter.package_name }} import (
+    fused_matmul,
+    fused_matmul_partitioned,
+    fused_matmul_reference,
+)
+
+from conformance import Arg, OpSpec, Refuse
+from oracle import fused_matmul_f64
+
+# The kernel needs the contracted axis whole on each device (the GELU after
+# the sum cannot run on partial sums).
+SHARDED_K = Refuse(
+    ValueError,
+    r"the contracted axis k is sharded",
+    "refused: the kernel needs k whole; jax.sharding.reshard it first",
+)
+# pallas_call has no autodiff rule: the op is a jax.custom_vjp, reverse mode only.
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: a custom_vjp is reverse mode only; jax.jvp the reference",
+)
+# The kernel takes float32 and bfloat16; finite differences need float64.
+FLOAT64 = Refuse(
+    TypeError,
+    r"must share one dtype, float32 or bfloat16",
+    "refused: no float64 kernel; the gradient cells check against the float64 oracle",
+)
+
+# Inside jax.shard_map with check_vma=True (the default) the kernel's types are
+# right (kernel.vary_alike), but Pallas's interpreter (JAX 0.12) drops the
+# varying axes in its grid loop and fails to lower: a JAX bug, hit on hosts
+# that interpret the kernel only. A natively compiled kernel is not affected.
+INTERPRETER_VMA = Refuse(
+    ValueError,
+    r"requires varying manual axes to match",
+    "fails where the kernel is interpreted (a JAX 0.12 interpreter bug): there, "
+    "jax.shard_map(..., check_vma=False)",
+)
+
+# On a 2x2 Explicit mesh with only "x" used, fused_matmul maps only "x" into
+# its shard_map (mapping "y" too would sum the gradient over "y"); the
+# interpreter then fails on the partly manual mesh: the same JAX 0.12 bug.
+INTERPRETER_PARTLY_MANUAL = Refuse(
+    ValueError,
+    r"dynamic_update_slice operand sharding must be equal to update sharding",
+    "fails where the kernel is interpreted (a JAX 0.12 interpreter bug): there, "
+    "shard every mesh axis or reshard to a 1-D mesh",
+)
+
+SPEC = OpSpec(
+    name="fused_matmul",
+    # "kernel": on this CPU host, the Pallas kernel interpreted ("auto" would
+    # run the reference off the kernel's platform and test nothing).
+    op=partial(fused_matmul, implementation="kernel"),
+    # Under jit with Auto shardings XLA cannot see into the kernel: the
+    # custom_partitioning rule keeps it local to each shard.
+    auto_op=partial(fused_matmul_partitioned, implementation="kernel"),
+    reference=fused_matmul_reference,
+    oracle=fused_matmul_f64,
+    args=(Arg("a", ("m", "k")), Arg("b", ("k", "n")), Arg("bias", ("n",))),
+    outputs=(("m", "n"),),
+    # Small, as the kernel is interpreted here; whole blocks on every backend.
+    sizes={"m": 16, "k": 16, "n": 16},
+    shard_map_axes=("m", "n"),
+    symbolic_axis="m",
+{%- if cookiecutter.backend == "tpu" %}
+    # Lowered for a TPU from this host, the program holds the Mosaic kernel.
+    platforms={"cpu": "", "tpu": r"tpu_custom_call"},
+{%- elif cookiecutter.backend == "mosaic_gpu" %}
+    # Lowered for an NVIDIA GPU from this host, the program holds the kernel.
+    platforms={"cpu": "", "cuda": r"mosaic_gpu_v2"},
+{%- else %}
+    # Triton lowers only under an abstract GPU device (tests/target.py's
+    # export_context), which the generic cells do not set up.
+    platforms={"cpu": ""},
+{%- endif %}
+    # k sharded: the rule gathers it, where the reference sums partial products.
+    extra_collectives={"jit-auto-k": "k is gathered: the GELU needs whole sums"},
+    refuse={
+        "jit-explicit-k": SHARDED_K,
+        "jit-explicit-set-mesh-k": SHARDED_K,
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-*": FLOAT64,
+        "shard-map-[!w]*": INTERPRETER_VMA,
+        "jit-explicit-2d-*": INTERPRETER_PARTLY_MANUAL,
+    },
+)
