@@ -10,13 +10,13 @@ not support, the error it raises and what to use instead.
 
 from functools import partial
 
+from conformance import Arg, OpSpec, Refuse
 from {{ cookiecutter.package_name }} import (
     fused_matmul,
     fused_matmul_partitioned,
     fused_matmul_reference,
 )
 
-from conformance import Arg, OpSpec, Refuse
 from oracle import fused_matmul_f64
 
 # The kernel needs the contracted axis whole on each device (the GELU after
