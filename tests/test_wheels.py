@@ -128,7 +128,10 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
     def test_installed(name):
         command = shlex.split(wheel_test(projects[name])["test-command"])
         assert command[0] == "pytest", command
-        result = run("-m", *command, cwd=copies[name])
+        # The conformance matrix is left out here: it exercises the same code
+        # in test_templates.py for every combination; what this test proves
+        # is that the installed wheel is complete and works.
+        result = run("-m", *command, "--ignore=tests/test_conformance.py", cwd=copies[name])
         assert " passed" in result.stdout, (name, result.stdout[-3000:])
 
     install(FIRST)

@@ -17,7 +17,10 @@ Cells, for an op with arguments A and named axes D:
                 shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>
   jit sharding  jit-auto-<d>, jit-explicit-<d>, jit-explicit-set-mesh-<d>
                 (values and gradients; the compiled collectives no more than
-                the reference's on the same shardings)
+                the reference's on the same shardings); for shard_map axes,
+                jit-auto-<d>+<e> (two of them on one mesh axis) and
+                jit-explicit-2d-<d> (a 2x2 mesh, only "x" used; the gradient's
+                collectives no more than the reference's)
   export        export-symbolic (a symbolic batch axis, serialized and called)
                 and lower-<platform> for every platform the op claims
 
@@ -98,6 +101,9 @@ class OpSpec:
     export_checks: tuple[Any, ...] = ()  # export.DisabledSafetyCheck for the op's custom calls
     refuse: Mapping[str, Refuse] = field(default_factory=dict)  # cell name or glob
     extra_collectives: Mapping[str, str] = field(default_factory=dict)  # cell glob: why
+    # The entry point for jit with Auto shardings, where it differs from `op`
+    # (a custom_partitioning rule, say); the jit-auto-* cells run it.
+    auto_op: Callable[..., Any] | None = None
     gradient_rtol_factor: float = 10.0
 
     @property
@@ -128,6 +134,9 @@ def cell_names(spec: OpSpec) -> list[str]:
         names.append(f"shard-map-wrong-out-specs-{axis}")
     for axis in spec.axes:
         names += [f"jit-auto-{axis}", f"jit-explicit-{axis}", f"jit-explicit-set-mesh-{axis}"]
+    pairs = spec.shard_map_axes
+    names += [f"jit-auto-{a}+{b}" for i, a in enumerate(pairs) for b in pairs[i + 1 :]]
+    names += [f"jit-explicit-2d-{axis}" for axis in spec.shard_map_axes]
     names += ["export-symbolic"] if spec.symbolic_axis else []
     names += [f"lower-{platform}" for platform in spec.platforms]
     return names
@@ -421,7 +430,9 @@ def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> Non
         def scanned(*xs: Any) -> Any:
             return lax.scan(lambda c, x: (c, spec.op(*x)), 0, xs)[1]
 
-        assert_outputs(spec, jax.jit(scanned)(*stacked), _stack([oracle(spec, s) for s in slices], 0))
+        assert_outputs(
+            spec, jax.jit(scanned)(*stacked), _stack([oracle(spec, s) for s in slices], 0)
+        )
         stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
         got = jax.jit(_grad(spec, scanned, stacked_cts))(*stacked)
         wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
@@ -456,11 +467,21 @@ def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:
 def _mesh(kind: str, axis_type: AxisType = AxisType.Auto) -> jax.sharding.Mesh:
     shape, names = MESHES[kind]
     count = int(np.prod(shape))
-    return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=mesh_devices(count))
+    return jax.make_mesh(
+        shape, names, axis_types=(axis_type,) * len(shape), devices=mesh_devices(count)
+    )
 
 
-def _specs(axes_list: Any, axis: str, mesh_axis: str | None = "x") -> list[P]:
-    return [P(*(mesh_axis if a == axis else None for a in axes)) for axes in axes_list]
+def _specs(axes_list: Any, axis: str | tuple[str, ...], mesh_axis: str | None = "x") -> list[P]:
+    """Each array's spec with `mesh_axis` on its dimension named `axis`; given
+    several names, on the first of them the array has (a spec names a mesh
+    axis once)."""
+    names = (axis,) if isinstance(axis, str) else axis
+    specs = []
+    for axes in axes_list:
+        first = next((a for a in axes if a in names), None)
+        specs.append(P(*(mesh_axis if a == first else None for a in axes)))
+    return specs
 
 
 def _out_specs(spec: OpSpec, specs: list[P]) -> Any:
@@ -525,19 +546,25 @@ def _collectives(compiled_text: str) -> dict[str, int]:
 def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     explicit = cell.startswith("jit-explicit-")
     set_mesh = cell.startswith("jit-explicit-set-mesh-")
-    axis = cell.split("-", 4 if set_mesh else 2)[-1]
-    mesh = _mesh("1d", AxisType.Explicit if explicit else AxisType.Auto)
+    two_d = cell.startswith("jit-explicit-2d-")
+    prefixes = ("jit-explicit-set-mesh-", "jit-explicit-2d-", "jit-explicit-", "jit-auto-")
+    prefix = next(p for p in prefixes if cell.startswith(p))
+    axis = tuple(cell.removeprefix(prefix).split("+"))
+    mesh = _mesh("2d" if two_d else "1d", AxisType.Explicit if explicit else AxisType.Auto)
     args = make_args(spec, rng)
     cts = cotangents_for(spec, args, rng)
     shardings = [NamedSharding(mesh, s) for s in _specs([a.axes for a in spec.args], axis)]
     placed = [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)]
-    ct_axes = [spec.outputs[i] for i in _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *args)))]
+    ct_axes = [
+        spec.outputs[i] for i in _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *args)))
+    ]
     ct_placed = [
         jax.device_put(c, NamedSharding(mesh, s))
         for c, s in zip(cts, _specs(ct_axes, axis), strict=True)
     ]
-    op = jax.jit(spec.op)
-    grad = jax.jit(_grad(spec, spec.op, ct_placed))
+    fn = spec.op if explicit or spec.auto_op is None else spec.auto_op
+    op = jax.jit(fn)
+    grad = jax.jit(_grad(spec, fn, ct_placed))
     if set_mesh:
         with jax.set_mesh(mesh):
             got, got_grads = op(*placed), grad(*placed)
@@ -545,7 +572,18 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
         got, got_grads = op(*placed), grad(*placed)
     assert_outputs(spec, got, oracle(spec, args))
     assert_grads(spec, got_grads, vjp_oracle(spec, args, cts))
-    if explicit or any(fnmatch.fnmatchcase(cell, p) for p in spec.extra_collectives):
+    if any(fnmatch.fnmatchcase(cell, p) for p in spec.extra_collectives):
+        return
+    if two_d:
+        # Operands that use only "x" of the 2x2 mesh: the gradient must sum
+        # over no mesh axis the reference's does not (over "y", say).
+        mine = _collectives(grad.lower(*placed).compile().as_text())
+        reference = jax.jit(_grad(spec, spec.reference, ct_placed))
+        theirs = _collectives(reference.lower(*placed).compile().as_text())
+        more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
+        assert not more, f"gradient: more collectives than the reference (op, reference): {more}"
+        return
+    if explicit:
         return
     # Auto mode: XLA chooses the communication; the op's program must need no
     # more of any collective than the reference's on the same shardings.

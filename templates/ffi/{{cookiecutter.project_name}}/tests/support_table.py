@@ -85,8 +85,18 @@ def run_cells():
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp, "cells.xml")
         subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "test_cell",
-             f"--junitxml={report}", str(TESTS / "test_conformance.py")],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-k",
+                "test_cell",
+                f"--junitxml={report}",
+                str(TESTS / "test_conformance.py"),
+            ],
             cwd=TESTS.parent,
             check=False,
         )

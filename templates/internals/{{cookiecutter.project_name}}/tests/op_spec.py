@@ -8,11 +8,11 @@ use, which axes are batch-like (vmap over them, shard them with no
 communication), and for each cell the op does not support, the error it
 raises and what to use instead.
 """
-
 {%- if cookiecutter.lowering == "ffi" %}
-from jax import export
 
+from jax import export
 {%- endif %}
+
 from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matvec_reference
 {%- if cookiecutter.lowering == "ffi" %}
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
@@ -53,8 +53,19 @@ SPEC = OpSpec(
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
 {%- endif %}
-    # Auto mode may split rows: each shift then trades one boundary element
-    # with each neighbour (collective-permutes), where the reference gathers.
-    extra_collectives={"jit-auto-n": "halo exchange of one element per shard boundary"},
+    extra_collectives={
+{%- if cookiecutter.lowering == "ffi" %}
+        # A split row goes whole to the C++ handler (its Shardy rule asks for it).
+        "jit-auto-n": "rows split along n are gathered for the C++ handler",
+{%- if cookiecutter.api == "hijax" %}
+        # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
+        # Shardy rule (api=extend attaches one): its result is replicated.
+        "jit-auto-b": "the result is gathered: give jit out_shardings, or use an explicit mesh",
+{%- endif %}
+{%- else %}
+        # Each shift trades one boundary element with each neighbour.
+        "jit-auto-n": "a halo exchange (collective-permute) of one element per shard boundary",
+{%- endif %}
+    },
     refuse={"jit-explicit-n": SHARDED_ROW, "jit-explicit-set-mesh-n": SHARDED_ROW},
 )

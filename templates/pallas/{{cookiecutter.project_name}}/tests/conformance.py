@@ -430,7 +430,9 @@ def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> Non
         def scanned(*xs: Any) -> Any:
             return lax.scan(lambda c, x: (c, spec.op(*x)), 0, xs)[1]
 
-        assert_outputs(spec, jax.jit(scanned)(*stacked), _stack([oracle(spec, s) for s in slices], 0))
+        assert_outputs(
+            spec, jax.jit(scanned)(*stacked), _stack([oracle(spec, s) for s in slices], 0)
+        )
         stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
         got = jax.jit(_grad(spec, scanned, stacked_cts))(*stacked)
         wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
@@ -465,7 +467,9 @@ def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:
 def _mesh(kind: str, axis_type: AxisType = AxisType.Auto) -> jax.sharding.Mesh:
     shape, names = MESHES[kind]
     count = int(np.prod(shape))
-    return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=mesh_devices(count))
+    return jax.make_mesh(
+        shape, names, axis_types=(axis_type,) * len(shape), devices=mesh_devices(count)
+    )
 
 
 def _specs(axes_list: Any, axis: str | tuple[str, ...], mesh_axis: str | None = "x") -> list[P]:
@@ -551,7 +555,9 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
     cts = cotangents_for(spec, args, rng)
     shardings = [NamedSharding(mesh, s) for s in _specs([a.axes for a in spec.args], axis)]
     placed = [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)]
-    ct_axes = [spec.outputs[i] for i in _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *args)))]
+    ct_axes = [
+        spec.outputs[i] for i in _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *args)))
+    ]
     ct_placed = [
         jax.device_put(c, NamedSharding(mesh, s))
         for c, s in zip(cts, _specs(ct_axes, axis), strict=True)

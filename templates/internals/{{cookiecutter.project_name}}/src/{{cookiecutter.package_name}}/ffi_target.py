@@ -44,21 +44,39 @@ jax.ffi.register_ffi_target_as_batch_partitionable(TARGET)
 {%- if cookiecutter.api == "extend" %}
 
 
-def batch_attributes(rank: int) -> dict[str, ir.Attribute]:
-    """The custom call's attributes that tell XLA's partitioner how many leading
-    axes are batch axes: every axis but the last, along which the product
-    needs its neighbours (call it while lowering: it needs an MLIR context)."""
-    return {
+def partitioning_attributes(shape: tuple[Any, ...]) -> dict[str, ir.Attribute]:
+    """The custom call's attributes that tell XLA how to split it across
+    devices (call it while lowering: it needs an MLIR context).
+
+    `num_batch_dims`: XLA's partitioner may run the handler on each device's
+    rows of every axis but the last, along which the product needs its
+    neighbours. `sdy.sharding_rule`: how shardings propagate through the call
+    (Shardy, XLA's propagation, knows nothing of a custom call): each axis of
+    the result is that axis of every operand, and the last axis must be
+    replicated. Without the rule, jit with sharded inputs and no
+    out_shardings gathers the result onto every device.
+    """
+    rank = len(shape)
+    batch = {
         "mhlo.frontend_attributes": ir.DictAttr.get(
             {"num_batch_dims": ir.StringAttr.get(str(rank - 1))}
         )
     }
+    if not all(isinstance(n, int) for n in shape):
+        return batch  # a symbolic size (jax.export) has no place in the rule
+    factors = "ijklmnopqrstuvwxyz"[:rank]
+    axes = f"[{', '.join(factors)}]"
+    sizes = ", ".join(f"{f}={n}" for f, n in zip(factors, shape, strict=True))
+    operands = ", ".join([axes] * 4)
+    # Braces by concatenation: this file is a Jinja template.
+    rule = f"({operands})->({axes}) " + "{" + sizes + "} need_replication={" + factors[-1] + "}"
+    return {**batch, "sdy.sharding_rule": ir.Attribute.parse(f"#sdy.op_sharding_rule<{rule}>")}
 
 
 def lowering(ctx: Any, *operands: Any) -> Sequence[Any]:
     """The lowering rule: a custom call to the handler (jax.ffi.ffi_lowering
     derives the operand and result types from the abstract values)."""
-    rank = ctx.avals_in[3].ndim
-    rule = jax.ffi.ffi_lowering(TARGET, extra_attributes=batch_attributes(rank))
+    attributes = partitioning_attributes(ctx.avals_in[3].shape)
+    rule = jax.ffi.ffi_lowering(TARGET, extra_attributes=attributes)
     return rule(ctx, *operands)
 {%- endif %}
