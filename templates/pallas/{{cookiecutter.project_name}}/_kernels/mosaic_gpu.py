@@ -57,6 +57,7 @@ limits, so matmul checks registers and SMEM itself before compiling.
 """
 
 import functools
+import math
 from typing import Any, Literal, overload
 
 import jax
@@ -197,6 +198,8 @@ def matmul(
     if bias is not None:
         operands.append(_pad(bias, (np_,)))
 
+    if interpret:
+        _refuse_several_devices()
     operands, varying = vary_alike(operands)
     out_type = [jax.ShapeDtypeStruct((mp, np_), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
@@ -234,6 +237,25 @@ def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisTy
         for x in operands
     ]
     return operands, jax.typeof(operands[0]).manual_axis_type
+
+
+def interpreted(interpret: Interpret) -> bool:
+    """Whether a call with this interpret argument runs in the interpreter."""
+    return bool(_interpret(interpret))
+
+
+def _refuse_several_devices() -> None:
+    """The GPU interpreter keeps one global state for all devices: a kernel
+    finishing on one device asserts that no other holds a barrier, so it
+    cannot run per shard on several devices at once (inside jax.shard_map,
+    or on sharded operands). Say so before it fails at run time."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if math.prod(mesh.shape[axis] for axis in mesh.manual_axes) > 1:
+        raise NotImplementedError(
+            f"fused_matmul: per shard on several devices (mesh axes {sorted(mesh.manual_axes)}), "
+            "which Mosaic GPU's interpreter cannot run: it runs compiled on a GPU; on this "
+            "host, gather the operands onto one device"
+        )
 
 
 def _interpret(interpret: Interpret) -> bool | plgpu.InterpretGPUParams:

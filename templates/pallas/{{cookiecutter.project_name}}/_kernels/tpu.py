@@ -19,6 +19,7 @@ from typing import Final, Literal, overload
 
 import jax
 import jax.numpy as jnp
+from jax.export import default_export_platform
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import ManualAxisType
@@ -141,6 +142,8 @@ def matmul(
         operands.append(bias.reshape(1, n))
     out_spec = pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j))
     operands, varying = vary_alike(operands)
+    if varying.varying and interpreted(interpret):
+        _refuse_varying(varying.varying)
     out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
         out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32, manual_axis_type=varying))
@@ -178,6 +181,26 @@ def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisTy
         for x in operands
     ]
     return operands, jax.typeof(operands[0]).manual_axis_type
+
+
+def interpreted(interpret: Interpret) -> bool:
+    """Whether a call with this interpret argument runs in Pallas's
+    interpreter: as asked, and for None where this host lacks a TPU
+    (_native_or_interpreted chooses per lowering platform, but only the
+    host's programs run here)."""
+    return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
+
+
+def _refuse_varying(axes: frozenset[str]) -> None:
+    """Pallas's interpreter (JAX 0.12) cannot run a kernel whose operands vary
+    over mesh axes (inside jax.shard_map with check_vma=True): its grid loop
+    drops the varying axes and lowering fails deep inside JAX. Say so, with
+    the fix, before that."""
+    raise NotImplementedError(
+        f"fused_matmul: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
+        "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
+        "check_vma=False to jax.shard_map; compiled on a TPU the kernel runs as is"
+    )
 
 
 def _native_or_interpreted(

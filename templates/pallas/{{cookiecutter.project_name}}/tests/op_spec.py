@@ -39,25 +39,39 @@ FLOAT64 = Refuse(
     "refused: no float64 kernel; the gradient cells check against the float64 oracle",
 )
 
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+# Mosaic GPU's interpreter keeps one global state for all devices: the kernel
+# refuses to be interpreted per shard on several devices (a GPU runs it), and
+# custom_partitioning cannot hold the interpreter's ordered io_callbacks.
+SEVERAL_DEVICES = Refuse(
+    NotImplementedError,
+    r"fused_matmul: per shard on several devices",
+    "interpreted (CPU): refused, the GPU interpreter runs on one device; compiled: runs",
+)
+PARTITIONED = Refuse(
+    NotImplementedError,
+    r"fused_matmul: custom_partitioning cannot hold",
+    "interpreted (CPU): refused, call fused_matmul; compiled: runs",
+)
+{%- else %}
 # Inside jax.shard_map with check_vma=True (the default) the kernel's types are
 # right (kernel.vary_alike), but Pallas's interpreter (JAX 0.12) drops the
-# varying axes in its grid loop and fails to lower: a JAX bug, hit on hosts
-# that interpret the kernel only. A natively compiled kernel is not affected.
+# varying axes in its grid loop: the interpreted kernel refuses such operands.
+# A natively compiled kernel is not affected.
 INTERPRETER_VMA = Refuse(
-    ValueError,
-    r"requires varying manual axes to match",
-    "fails where the kernel is interpreted (a JAX 0.12 interpreter bug): there, "
-    "jax.shard_map(..., check_vma=False)",
+    NotImplementedError,
+    r"fused_matmul: the operands vary over the mesh axes .* pass check_vma=False",
+    "interpreted (CPU): refused, pass check_vma=False to jax.shard_map; compiled: runs",
 )
+{%- endif %}
 
 # On a 2x2 Explicit mesh with only "x" used, fused_matmul maps only "x" into
-# its shard_map (mapping "y" too would sum the gradient over "y"); the
-# interpreter then fails on the partly manual mesh: the same JAX 0.12 bug.
-INTERPRETER_PARTLY_MANUAL = Refuse(
-    ValueError,
-    r"dynamic_update_slice operand sharding must be equal to update sharding",
-    "fails where the kernel is interpreted (a JAX 0.12 interpreter bug): there, "
-    "shard every mesh axis or reshard to a 1-D mesh",
+# its shard_map (mapping "y" too would sum the gradient over "y"), which the
+# interpreter (JAX 0.12) cannot run: the interpreted kernel refuses it.
+PARTLY_MANUAL = Refuse(
+    NotImplementedError,
+    r"fused_matmul: the operands are sharded over the mesh axes .* shard both mesh axes",
+    "interpreted (CPU): refused, shard both mesh axes; compiled: runs",
 )
 
 SPEC = OpSpec(
@@ -95,7 +109,14 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
-        "shard-map-[!w]*": INTERPRETER_VMA,
-        "jit-explicit-2d-*": INTERPRETER_PARTLY_MANUAL,
+        "jit-explicit-2d-*": PARTLY_MANUAL,
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+        "shard-map-*": SEVERAL_DEVICES,
+        "jit-explicit-[mn]": SEVERAL_DEVICES,
+        "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
+        "jit-auto-*": PARTITIONED,
+{%- else %}
+        "shard-map-*": INTERPRETER_VMA,
+{%- endif %}
     },
 )

@@ -95,7 +95,7 @@ def fused_matmul(
             block_k=block_k,
             interpret=interpret,
         )
-        return _per_shard(local, a, b, bias)
+        return _per_shard(local, a, b, bias, interpret)
     blocks, table = _blocks(a, b, block_m, block_n, block_k)
     try:
         _check_all_blocks(a, b, bias, blocks)
@@ -169,7 +169,11 @@ def _explicitly_sharded(*arrays: jax.Array) -> bool:
 
 
 def _per_shard(
-    local: Callable[..., jax.Array], a: jax.Array, b: jax.Array, bias: jax.Array
+    local: Callable[..., jax.Array],
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array,
+    interpret: kernel.Interpret,
 ) -> jax.Array:
     """Run local on each device's block: rows of a and columns of b may be
     sharded (no communication: each output tile needs only its row of a and its
@@ -203,6 +207,16 @@ def _per_shard(
     # the shard_map (cell jit-explicit-2d-* compares the gradient's
     # collectives with the reference's).
     mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
+    unused = set(mesh.axis_names) - named
+    if unused and kernel.interpreted(interpret):
+        # The interpreter (JAX 0.12) fails inside JAX on a partly manual mesh
+        # (its block writes mix Manual and Explicit shardings).
+        raise NotImplementedError(
+            f"fused_matmul: the operands are sharded over the mesh axes {sorted(named)} but "
+            f"not {sorted(unused)}, which Pallas's interpreter (JAX 0.12) cannot run: shard "
+            "both mesh axes (a's rows and b's columns) or reshard onto a mesh of the axes "
+            f"used; compiled on its hardware ({kernel.PLATFORM}) the kernel runs as is"
+        )
     per_shard = jax.shard_map(
         local,
         mesh=mesh,

@@ -85,6 +85,15 @@ def fused_matmul_partitioned(
             block_k=block_k,
             interpret=interpret,
         )
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+    if kernel.interpreted(interpret):
+        # The GPU interpreter works through ordered io_callbacks, an effect
+        # the partitioner's callback cannot hold (it fails inside XLA).
+        raise NotImplementedError(
+            "fused_matmul: custom_partitioning cannot hold Mosaic GPU's interpreted kernel: "
+            "fused_matmul_partitioned runs compiled on a GPU; on this host call fused_matmul"
+        )
+{%- endif %}
     options = (("block_m", block_m), ("block_n", block_n), ("block_k", block_k))
     return _partitioned(a, b, bias, (*options, ("interpret", interpret)))
 
