@@ -176,6 +176,13 @@ def matmul(
     """
     m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     n = b.shape[0] if transpose_b else b.shape[1]
+    if not all(isinstance(d, int) for d in (m, n, k)):
+        # jax.export's symbolic sizes: Mosaic GPU's lowering cannot take a
+        # symbolic grid (jax-ml/jax#24960).
+        raise NotImplementedError(
+            f"fused_matmul: symbolic sizes {(m, k, n)}: Mosaic GPU cannot lower a symbolic "
+            "grid; export with concrete shapes"
+        )
     # Shrink blocks to small arrays, but only down to whole 64s.
     bm, bn, bk = (
         min(blk, _round_up(d, _UNIT)) for blk, d in ((block_m, m), (block_n, n), (block_k, k))

@@ -114,6 +114,13 @@ def matmul(
     """
     m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     n = b.shape[0] if transpose_b else b.shape[1]
+    if not all(isinstance(d, int) for d in (m, n, k)):
+        # jax.export's symbolic sizes: pallas_call refuses dynamically-shaped
+        # blocks, and this kernel's span the whole arrays (jax-ml/jax#24960).
+        raise NotImplementedError(
+            f"fused_matmul: symbolic sizes {(m, k, n)}: the Triton kernel's blocks span whole "
+            "arrays, which Pallas cannot size dynamically; export with concrete shapes"
+        )
     check_block("a", (block_k, block_m) if transpose_a else (block_m, block_k), a.shape)
     check_block("b", (block_n, block_k) if transpose_b else (block_k, block_n), b.shape)
     check_block("output", (block_m, block_n), (m, n))

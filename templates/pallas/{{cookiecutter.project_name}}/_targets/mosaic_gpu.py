@@ -50,9 +50,10 @@ def reset_strict():
 EXPORT_PLATFORM = "cuda"
 EXPORT_DISABLED_CHECKS = ()  # mosaic_gpu_v2 is on jax.export's list of stable calls
 # No symbolic batch: Mosaic GPU's lowering asserts on a symbolic grid (a bare
-# AssertionError). Tracked with Pallas shape polymorphism in jax-ml/jax#24960.
+# AssertionError), so the kernel refuses symbolic sizes. Tracked with Pallas
+# shape polymorphism in jax-ml/jax#24960.
 SYMBOLIC_BATCH = "128*b"
-SYMBOLIC_BATCH_ERROR = (AssertionError, None)
+SYMBOLIC_BATCH_ERROR = (NotImplementedError, "fused_matmul: symbolic sizes")
 
 
 def export_context():

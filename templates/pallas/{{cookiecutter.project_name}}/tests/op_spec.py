@@ -46,12 +46,12 @@ FLOAT64 = Refuse(
 SEVERAL_DEVICES = Refuse(
     NotImplementedError,
     r"fused_matmul: per shard on several devices",
-    "interpreted (CPU): refused, the GPU interpreter runs on one device; compiled: runs",
+    "interpreted only: refused (one device at a time); compiled, it runs",
 )
 PARTITIONED = Refuse(
     NotImplementedError,
     r"fused_matmul: custom_partitioning cannot hold",
-    "interpreted (CPU): refused, call fused_matmul; compiled: runs",
+    "interpreted only: refused, call fused_matmul; compiled, it runs",
 )
 {%- else %}
 # Inside jax.shard_map with check_vma=True (the default) the kernel's types are
@@ -61,7 +61,7 @@ PARTITIONED = Refuse(
 INTERPRETER_VMA = Refuse(
     NotImplementedError,
     r"fused_matmul: the operands vary over the mesh axes .* pass check_vma=False",
-    "interpreted (CPU): refused, pass check_vma=False to jax.shard_map; compiled: runs",
+    "interpreted only: refused, pass check_vma=False; compiled, it runs",
 )
 {%- endif %}
 
@@ -71,8 +71,18 @@ INTERPRETER_VMA = Refuse(
 PARTLY_MANUAL = Refuse(
     NotImplementedError,
     r"fused_matmul: the operands are sharded over the mesh axes .* shard both mesh axes",
-    "interpreted (CPU): refused, shard both mesh axes; compiled: runs",
+    "interpreted only: refused, shard both mesh axes; compiled, it runs",
 )
+{%- if cookiecutter.backend != "tpu" %}
+
+# Pallas on GPUs cannot size this kernel's grid or blocks symbolically
+# (jax-ml/jax#24960): export with concrete shapes.
+SYMBOLIC = Refuse(
+    NotImplementedError,
+    r"fused_matmul: symbolic sizes",
+    "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
+)
+{%- endif %}
 
 SPEC = OpSpec(
     name="fused_matmul",
@@ -110,6 +120,9 @@ SPEC = OpSpec(
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
         "jit-explicit-2d-*": PARTLY_MANUAL,
+{%- if cookiecutter.backend != "tpu" %}
+        "export-symbolic": SYMBOLIC,
+{%- endif %}
 {%- if cookiecutter.backend == "mosaic_gpu" %}
         "shard-map-*": SEVERAL_DEVICES,
         "jit-explicit-[mn]": SEVERAL_DEVICES,
