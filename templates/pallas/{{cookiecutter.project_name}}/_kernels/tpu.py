@@ -19,9 +19,9 @@ from typing import Final, Literal, overload
 
 import jax
 import jax.numpy as jnp
-from jax.export import default_export_platform
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.export import default_export_platform
 from jax.sharding import ManualAxisType
 
 BACKEND = "tpu"

@@ -20,9 +20,9 @@ from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
-from jax.export import default_export_platform
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
+from jax.export import default_export_platform
 from jax.sharding import ManualAxisType
 
 BACKEND = "triton"

@@ -25,6 +25,7 @@ def mesh_devices(count):
     devices = jax.devices()
     return (devices if len(devices) >= count else jax.devices("cpu"))[:count]
 
+
 # float64 is needed for the float64 cases and for check_grads' finite
 # differences. Tests always pass explicit dtypes, so float32 stays float32.
 jax.config.update("jax_enable_x64", True)

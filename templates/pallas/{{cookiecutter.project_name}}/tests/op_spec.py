@@ -10,13 +10,13 @@ not support, the error it raises and what to use instead.
 
 from functools import partial
 
-from conformance import Arg, OpSpec, Refuse
 from {{ cookiecutter.package_name }} import (
     fused_matmul,
     fused_matmul_partitioned,
     fused_matmul_reference,
 )
 
+from conformance import Arg, OpSpec, Refuse
 from oracle import fused_matmul_f64
 
 # The kernel needs the contracted axis whole on each device (the GELU after
@@ -65,14 +65,6 @@ INTERPRETER_VMA = Refuse(
 )
 {%- endif %}
 
-# On a 2x2 Explicit mesh with only "x" used, fused_matmul maps only "x" into
-# its shard_map (mapping "y" too would sum the gradient over "y"), which the
-# interpreter (JAX 0.12) cannot run: the interpreted kernel refuses it.
-PARTLY_MANUAL = Refuse(
-    NotImplementedError,
-    r"fused_matmul: the operands are sharded over the mesh axes .* shard both mesh axes",
-    "interpreted only: refused, shard both mesh axes; compiled, it runs",
-)
 {%- if cookiecutter.backend != "tpu" %}
 
 # Pallas on GPUs cannot size this kernel's grid or blocks symbolically
@@ -119,7 +111,6 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
-        "jit-explicit-2d-*": PARTLY_MANUAL,
 {%- if cookiecutter.backend != "tpu" %}
         "export-symbolic": SYMBOLIC,
 {%- endif %}
@@ -127,6 +118,7 @@ SPEC = OpSpec(
         "shard-map-*": SEVERAL_DEVICES,
         "jit-explicit-[mn]": SEVERAL_DEVICES,
         "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
+        "jit-explicit-2d-*": SEVERAL_DEVICES,
         "jit-auto-*": PARTITIONED,
 {%- else %}
         "shard-map-*": INTERPRETER_VMA,

@@ -31,6 +31,7 @@ from typing import Literal, NamedTuple, get_args
 import jax
 import jax.numpy as jnp
 from jax.export import default_export_platform
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
@@ -95,7 +96,7 @@ def fused_matmul(
             block_k=block_k,
             interpret=interpret,
         )
-        return _per_shard(local, a, b, bias, interpret)
+        return _per_shard(local, a, b, bias)
     blocks, table = _blocks(a, b, block_m, block_n, block_k)
     try:
         _check_all_blocks(a, b, bias, blocks)
@@ -169,11 +170,7 @@ def _explicitly_sharded(*arrays: jax.Array) -> bool:
 
 
 def _per_shard(
-    local: Callable[..., jax.Array],
-    a: jax.Array,
-    b: jax.Array,
-    bias: jax.Array,
-    interpret: kernel.Interpret,
+    local: Callable[..., jax.Array], a: jax.Array, b: jax.Array, bias: jax.Array
 ) -> jax.Array:
     """Run local on each device's block: rows of a and columns of b may be
     sharded (no communication: each output tile needs only its row of a and its
@@ -197,34 +194,35 @@ def _per_shard(
             f"a's rows ({P(rows)}) and b's columns ({P(cols)}) are sharded over the same mesh "
             "axis, which the output cannot be: jax.sharding.reshard one of them"
         )
-    # The mesh comes from the operands' types: under jit outside jax.set_mesh
-    # there is no context mesh to default to. Only the mesh axes the specs name
-    # become manual. check_vma=False because the Pallas interpreter (JAX 0.12)
-    # cannot run with it on: its grid loop drops the operands' varying axes.
-    # The transpose then sums each operand's cotangent over the named axes its
-    # spec leaves out (db over the row shards, da over the column shards): the
-    # sums the gradient needs, and no others, since unnamed axes stay out of
-    # the shard_map (cell jit-explicit-2d-* compares the gradient's
-    # collectives with the reference's).
+
+    # check_vma=False because Pallas's interpreter (JAX 0.12) cannot run with
+    # it on: its grid loop drops the operands' varying axes. The transpose
+    # then sums each operand's cotangent over the named axes its spec leaves
+    # out (db over the row shards, da over the column shards): the sums the
+    # gradient needs, and no others, since only the named mesh axes enter the
+    # shard_map (cell jit-explicit-2d-* compares the gradient's collectives
+    # with the reference's).
+    def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
+        # The mesh comes from the operands' types: under jit outside
+        # jax.set_mesh there is no context mesh to default to.
+        mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
+        return jax.shard_map(
+            local,
+            mesh=mesh,
+            in_specs=(P(rows, None), P(None, cols), P(cols)),
+            out_specs=P(rows, cols),
+            axis_names=named,
+            check_vma=False,
+        )(a, b, bias)
+
     mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
-    unused = set(mesh.axis_names) - named
-    if unused and kernel.interpreted(interpret):
-        # The interpreter (JAX 0.12) fails inside JAX on a partly manual mesh
-        # (its block writes mix Manual and Explicit shardings).
-        raise NotImplementedError(
-            f"fused_matmul: the operands are sharded over the mesh axes {sorted(named)} but "
-            f"not {sorted(unused)}, which Pallas's interpreter (JAX 0.12) cannot run: shard "
-            "both mesh axes (a's rows and b's columns) or reshard onto a mesh of the axes "
-            f"used; compiled on its hardware ({kernel.PLATFORM}) the kernel runs as is"
-        )
-    per_shard = jax.shard_map(
-        local,
-        mesh=mesh,
-        in_specs=(P(rows, None), P(None, cols), P(cols)),
-        out_specs=P(rows, cols),
-        axis_names=named,
-        check_vma=False,
-    )
+    if unused := tuple(sorted(set(mesh.axis_names) - named)):
+        # Mesh axes no operand is sharded over (on a 2-D mesh, say, only the
+        # rows split): Auto for the kernel's duration. Left Explicit, they
+        # stay in the types inside the shard_map, and Pallas's interpreter
+        # (JAX 0.12) fails on its block writes.
+        out = NamedSharding(mesh, P(rows, cols))
+        per_shard = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)
     result: jax.Array = per_shard(a, b, bias)
     return result
 
