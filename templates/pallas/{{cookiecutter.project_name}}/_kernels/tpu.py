@@ -118,9 +118,10 @@ def matmul(
     n = b.shape[0] if transpose_b else b.shape[1]
     # A symbolic size (jax.export) cannot be compared with a block: keep the
     # block, and let the edge tile hang over.
+    sizes: tuple[object, ...] = (m, n, k)  # typed int, yet symbolic under jax.export
     bm, bn, bk = (
         min(blk, d) if isinstance(d, int) else blk
-        for blk, d in ((block_m, m), (block_n, n), (block_k, k))
+        for blk, d in zip((block_m, block_n, block_k), sizes, strict=True)
     )
     a_block, a_index = (
         ((bk, bm), lambda i, j, kk: (kk, i))
@@ -215,11 +216,12 @@ def _native_or_interpreted(
     host's jax.default_backend() would have chosen the interpreter)."""
     if interpret is not None:
         return call(interpret=interpret)(*operands)
-    return jax.lax.platform_dependent(
+    outputs: list[jax.Array] = jax.lax.platform_dependent(
         *operands,
         tpu=lambda *x: call(interpret=False)(*x),
         default=lambda *x: call(interpret=True)(*x),
     )
+    return outputs
 
 
 def _kernel(

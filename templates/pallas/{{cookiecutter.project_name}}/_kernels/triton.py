@@ -199,11 +199,12 @@ def _native_or_interpreted(
     host's jax.default_backend() would have chosen the interpreter)."""
     if interpret is not None:
         return call(interpret=interpret)(*operands)
-    return jax.lax.platform_dependent(
+    outputs: list[jax.Array] = jax.lax.platform_dependent(
         *operands,
         cuda=lambda *x: call(interpret=False)(*x),
         default=lambda *x: call(interpret=True)(*x),
     )
+    return outputs
 
 
 def _kernel(

@@ -404,7 +404,10 @@ def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
 
 def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     """JAX's numerical check against finite differences, in float64: forward
-    and reverse mode unless the jvp cell is refused (then reverse only)."""
+    and reverse mode unless the jvp cell is refused (then reverse only). The
+    op is jitted: the check evaluates it dozens of times, and eagerly a
+    multi-device op compiles again at each (the eager and grad cells cover
+    eager calls)."""
     args = make_args(spec, rng, "float64")
     diff = _diff_args(spec)
     modes = ["rev"] if refusal(spec, "jvp") else ["fwd", "rev"]
@@ -416,7 +419,7 @@ def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         outs = _outputs(spec.op(*full))
         return tuple(outs[i] for i in _diff_outputs(spec, outs))
 
-    check_grads(of_diff, [args[i] for i in diff], order=int(cell[-1]), modes=modes)
+    check_grads(jax.jit(of_diff), [args[i] for i in diff], order=int(cell[-1]), modes=modes)
 
 
 # --- Control flow ------------------------------------------------------------------

@@ -203,8 +203,8 @@ def _per_shard(
     # shard_map (cell jit-explicit-2d-* compares the gradient's collectives
     # with the reference's).
     def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
-        # The mesh comes from the operands' types: under jit outside
-        # jax.set_mesh there is no context mesh to default to.
+        # The mesh comes from the operands' types (with the unused axes Auto,
+        # below): under jit outside jax.set_mesh there is no context mesh.
         mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
         return jax.shard_map(
             local,
@@ -216,14 +216,15 @@ def _per_shard(
         )(a, b, bias)
 
     mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
-    if unused := tuple(sorted(set(mesh.axis_names) - named)):
-        # Mesh axes no operand is sharded over (on a 2-D mesh, say, only the
-        # rows split): Auto for the kernel's duration. Left Explicit, they
-        # stay in the types inside the shard_map, and Pallas's interpreter
-        # (JAX 0.12) fails on its block writes.
-        out = NamedSharding(mesh, P(rows, cols))
-        per_shard = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)
-    result: jax.Array = per_shard(a, b, bias)
+    unused = tuple(sorted(set(mesh.axis_names) - named))
+    if not unused:
+        return per_shard(a, b, bias)
+    # Mesh axes no operand is sharded over (on a 2-D mesh, say, only the rows
+    # split): Auto for the kernel's duration. Left Explicit, they stay in the
+    # types inside the shard_map, and Pallas's interpreter (JAX 0.12) fails on
+    # its block writes.
+    out = NamedSharding(mesh, P(rows, cols))
+    result: jax.Array = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)(a, b, bias)
     return result
 
 
@@ -231,7 +232,7 @@ def _mesh_axes(entry: object) -> tuple[str, ...]:
     """The mesh axes one partition-spec entry names: none, one, or a tuple."""
     if entry is None:
         return ()
-    return entry if isinstance(entry, tuple) else (entry,)  # type: ignore[return-value]
+    return entry if isinstance(entry, tuple) else (entry,)
 
 
 def _check_all_blocks(a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks) -> None:
