@@ -57,12 +57,14 @@ limits, so matmul checks registers and SMEM itself before compiling.
 """
 
 import functools
+import math
 from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
+from jax.sharding import ManualAxisType
 
 BACKEND = "mosaic_gpu"
 # The platform the kernel runs natively on, as jax.export names platforms
@@ -174,6 +176,13 @@ def matmul(
     """
     m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     n = b.shape[0] if transpose_b else b.shape[1]
+    if not all(isinstance(d, int) for d in (m, n, k)):
+        # jax.export's symbolic sizes: Mosaic GPU's lowering cannot take a
+        # symbolic grid (jax-ml/jax#24960).
+        raise NotImplementedError(
+            f"fused_matmul: symbolic sizes {(m, k, n)}: Mosaic GPU cannot lower a symbolic "
+            "grid; export with concrete shapes"
+        )
     # Shrink blocks to small arrays, but only down to whole 64s.
     bm, bn, bk = (
         min(blk, _round_up(d, _UNIT)) for blk, d in ((block_m, m), (block_n, n), (block_k, k))
@@ -196,9 +205,12 @@ def matmul(
     if bias is not None:
         operands.append(_pad(bias, (np_,)))
 
-    out_type = [jax.ShapeDtypeStruct((mp, np_), a.dtype)]
+    if interpret:
+        _refuse_several_devices()
+    operands, varying = vary_alike(operands)
+    out_type = [jax.ShapeDtypeStruct((mp, np_), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
-        out_type.append(jax.ShapeDtypeStruct((mp, np_), jnp.float32))
+        out_type.append(jax.ShapeDtypeStruct((mp, np_), jnp.float32, manual_axis_type=varying))
     body = functools.partial(
         _kernel,
         blocks=(bm, bn, bk),
@@ -219,6 +231,38 @@ def matmul(
     )(*operands)
     outputs = [out[:m, :n] if (mp, np_) != (m, n) else out for out in padded]
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
+
+
+def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
+    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
+    they vary over (check_vma): those of the operands together, as each output
+    tile depends on all of them. Operands that vary over fewer are cast up
+    (pcast), whose transpose sums their cotangents over the added axes."""
+    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
+    operands = [
+        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
+        for x in operands
+    ]
+    return operands, jax.typeof(operands[0]).manual_axis_type
+
+
+def interpreted(interpret: Interpret) -> bool:
+    """Whether a call with this interpret argument runs in the interpreter."""
+    return bool(_interpret(interpret))
+
+
+def _refuse_several_devices() -> None:
+    """The GPU interpreter keeps one global state for all devices: a kernel
+    finishing on one device asserts that no other holds a barrier, so it
+    cannot run per shard on several devices at once (inside jax.shard_map,
+    or on sharded operands). Say so before it fails at run time."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if math.prod(mesh.shape[axis] for axis in mesh.manual_axes) > 1:
+        raise NotImplementedError(
+            f"fused_matmul: per shard on several devices (mesh axes {sorted(mesh.manual_axes)}), "
+            "which Mosaic GPU's interpreter cannot run: it runs compiled on a GPU; on this "
+            "host, gather the operands onto one device"
+        )
 
 
 def _interpret(interpret: Interpret) -> bool | plgpu.InterpretGPUParams:

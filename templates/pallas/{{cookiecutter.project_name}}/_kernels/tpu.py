@@ -14,12 +14,15 @@ and must run in order ("arbitrary").
 """
 
 import functools
+from collections.abc import Callable
 from typing import Final, Literal, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.export import default_export_platform
+from jax.sharding import ManualAxisType
 
 BACKEND = "tpu"
 # The platform the kernel runs natively on, as jax.export names platforms.
@@ -113,7 +116,13 @@ def matmul(
     """
     m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     n = b.shape[0] if transpose_b else b.shape[1]
-    bm, bn, bk = min(block_m, m), min(block_n, n), min(block_k, k)
+    # A symbolic size (jax.export) cannot be compared with a block: keep the
+    # block, and let the edge tile hang over.
+    sizes: tuple[object, ...] = (m, n, k)  # typed int, yet symbolic under jax.export
+    bm, bn, bk = (
+        min(blk, d) if isinstance(d, int) else blk
+        for blk, d in zip((block_m, block_n, block_k), sizes, strict=True)
+    )
     a_block, a_index = (
         ((bk, bm), lambda i, j, kk: (kk, i))
         if transpose_a
@@ -133,9 +142,12 @@ def matmul(
         in_specs.append(pl.BlockSpec((1, bn), lambda i, j, kk: (0, j)))
         operands.append(bias.reshape(1, n))
     out_spec = pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j))
-    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype)]
+    operands, varying = vary_alike(operands)
+    if varying.varying and interpreted(interpret):
+        _refuse_varying(varying.varying)
+    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
-        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32))
+        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32, manual_axis_type=varying))
     kernel = functools.partial(
         _kernel,
         k_total=k,
@@ -145,7 +157,8 @@ def matmul(
         transpose_a=transpose_a,
         transpose_b=transpose_b,
     )
-    outputs: list[jax.Array] = pl.pallas_call(
+    call = functools.partial(
+        pl.pallas_call,
         kernel,
         grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), pl.cdiv(k, bk)),
         in_specs=in_specs,
@@ -153,16 +166,62 @@ def matmul(
         out_shape=out_shape,
         scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(dimension_semantics=DIMENSION_SEMANTICS),
-        interpret=_interpret(interpret),
-    )(*operands)
+    )
+    outputs: list[jax.Array] = _native_or_interpreted(call, operands, interpret)
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
-def _interpret(interpret: Interpret) -> bool | pltpu.InterpretParams:
-    """Run the kernel for real on a TPU, interpreted (on the CPU) elsewhere."""
-    if interpret is None:
-        return jax.default_backend() != "tpu"
-    return interpret
+def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
+    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
+    they vary over (check_vma): those of the operands together, as each output
+    tile depends on all of them. Operands that vary over fewer are cast up
+    (pcast), whose transpose sums their cotangents over the added axes."""
+    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
+    operands = [
+        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
+        for x in operands
+    ]
+    return operands, jax.typeof(operands[0]).manual_axis_type
+
+
+def interpreted(interpret: Interpret) -> bool:
+    """Whether a call with this interpret argument runs in Pallas's
+    interpreter: as asked, and for None where this host lacks a TPU
+    (_native_or_interpreted chooses per lowering platform, but only the
+    host's programs run here)."""
+    return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
+
+
+def _refuse_varying(axes: frozenset[str]) -> None:
+    """Pallas's interpreter (JAX 0.12) cannot run a kernel whose operands vary
+    over mesh axes (inside jax.shard_map with check_vma=True): its grid loop
+    drops the varying axes and lowering fails deep inside JAX. Say so, with
+    the fix, before that."""
+    raise NotImplementedError(
+        f"fused_matmul: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
+        "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
+        "check_vma=False to jax.shard_map; compiled on a TPU the kernel runs as is"
+    )
+
+
+def _native_or_interpreted(
+    call: Callable[..., Callable[..., list[jax.Array]]],
+    operands: list[jax.Array],
+    interpret: Interpret,
+) -> list[jax.Array]:
+    """call(interpret=...)(*operands). interpret=None runs the kernel natively
+    where the program is lowered for TPU and interpreted for any other
+    platform, chosen per lowering platform by lax.platform_dependent: exported
+    for TPU from a CPU host, the program holds the kernel itself (the
+    host's jax.default_backend() would have chosen the interpreter)."""
+    if interpret is not None:
+        return call(interpret=interpret)(*operands)
+    outputs: list[jax.Array] = jax.lax.platform_dependent(
+        *operands,
+        tpu=lambda *x: call(interpret=False)(*x),
+        default=lambda *x: call(interpret=True)(*x),
+    )
+    return outputs
 
 
 def _kernel(

@@ -15,12 +15,15 @@ masked stores.
 """
 
 import functools
+from collections.abc import Callable
 from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
+from jax.export import default_export_platform
+from jax.sharding import ManualAxisType
 
 BACKEND = "triton"
 # The platform the kernel runs natively on, as jax.export names platforms
@@ -111,13 +114,23 @@ def matmul(
     """
     m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     n = b.shape[0] if transpose_b else b.shape[1]
+    if not all(isinstance(d, int) for d in (m, n, k)):
+        # jax.export's symbolic sizes: pallas_call refuses dynamically-shaped
+        # blocks, and this kernel's span the whole arrays (jax-ml/jax#24960).
+        raise NotImplementedError(
+            f"fused_matmul: symbolic sizes {(m, k, n)}: the Triton kernel's blocks span whole "
+            "arrays, which Pallas cannot size dynamically; export with concrete shapes"
+        )
     check_block("a", (block_k, block_m) if transpose_a else (block_m, block_k), a.shape)
     check_block("b", (block_n, block_k) if transpose_b else (block_k, block_n), b.shape)
     check_block("output", (block_m, block_n), (m, n))
     operands = [a, b] if bias is None else [a, b, bias]
-    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype)]
+    operands, varying = vary_alike(operands)
+    if varying.varying and interpreted(interpret):
+        _refuse_varying(varying.varying)
+    out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
-        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32))
+        out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32, manual_axis_type=varying))
     kernel = functools.partial(
         _kernel,
         sizes=(m, n, k),
@@ -128,23 +141,70 @@ def matmul(
         transpose_b=transpose_b,
     )
     whole = pl.BlockSpec(memory_space=pl.ANY)  # the kernel indexes global memory itself
-    outputs: list[jax.Array] = pl.pallas_call(
+    call = functools.partial(
+        pl.pallas_call,
         kernel,
         grid=(pl.cdiv(m, block_m), pl.cdiv(n, block_n)),
         in_specs=[whole] * len(operands),
         out_specs=[whole] * len(out_shape),
         out_shape=out_shape,
         compiler_params=COMPILER_PARAMS,
-        interpret=_interpret(interpret),
-    )(*operands)
+    )
+    outputs: list[jax.Array] = _native_or_interpreted(call, operands, interpret)
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
-def _interpret(interpret: Interpret) -> bool:
-    """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere."""
-    if interpret is None:
-        return jax.default_backend() != "gpu"
-    return interpret
+def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
+    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
+    they vary over (check_vma): those of the operands together, as each output
+    tile depends on all of them. Operands that vary over fewer are cast up
+    (pcast), whose transpose sums their cotangents over the added axes."""
+    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
+    operands = [
+        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
+        for x in operands
+    ]
+    return operands, jax.typeof(operands[0]).manual_axis_type
+
+
+def interpreted(interpret: Interpret) -> bool:
+    """Whether a call with this interpret argument runs in Pallas's
+    interpreter: as asked, and for None where this host lacks a GPU
+    (_native_or_interpreted chooses per lowering platform, but only the
+    host's programs run here)."""
+    return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
+
+
+def _refuse_varying(axes: frozenset[str]) -> None:
+    """Pallas's interpreter (JAX 0.12) cannot run a kernel whose operands vary
+    over mesh axes (inside jax.shard_map with check_vma=True): its grid loop
+    drops the varying axes and lowering fails deep inside JAX. Say so, with
+    the fix, before that."""
+    raise NotImplementedError(
+        f"fused_matmul: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
+        "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
+        "check_vma=False to jax.shard_map; compiled on a GPU the kernel runs as is"
+    )
+
+
+def _native_or_interpreted(
+    call: Callable[..., Callable[..., list[jax.Array]]],
+    operands: list[jax.Array],
+    interpret: Interpret,
+) -> list[jax.Array]:
+    """call(interpret=...)(*operands). interpret=None runs the kernel natively
+    where the program is lowered for GPU and interpreted for any other
+    platform, chosen per lowering platform by lax.platform_dependent: exported
+    for GPU from a CPU host, the program holds the kernel itself (the
+    host's jax.default_backend() would have chosen the interpreter)."""
+    if interpret is not None:
+        return call(interpret=interpret)(*operands)
+    outputs: list[jax.Array] = jax.lax.platform_dependent(
+        *operands,
+        cuda=lambda *x: call(interpret=False)(*x),
+        default=lambda *x: call(interpret=True)(*x),
+    )
+    return outputs
 
 
 def _kernel(

@@ -50,22 +50,23 @@ def reset_strict():
 EXPORT_PLATFORM = "cuda"
 EXPORT_DISABLED_CHECKS = ()  # mosaic_gpu_v2 is on jax.export's list of stable calls
 # No symbolic batch: Mosaic GPU's lowering asserts on a symbolic grid (a bare
-# AssertionError). Tracked with Pallas shape polymorphism in jax-ml/jax#24960.
+# AssertionError), so the kernel refuses symbolic sizes. Tracked with Pallas
+# shape polymorphism in jax-ml/jax#24960.
 SYMBOLIC_BATCH = "128*b"
-SYMBOLIC_BATCH_ERROR = (AssertionError, None)
+SYMBOLIC_BATCH_ERROR = (NotImplementedError, "fused_matmul: symbolic sizes")
 
 
 def export_context():
     return contextlib.nullcontext()
 
 
-# The sharding tests check the compiled program but do not run it: the GPU
-# interpreter keeps one global state for all devices, and a kernel finishing on
-# one device asserts that no other holds a barrier ("Barrier remains
-# allocated"), which fails when several CPU devices interpret at once.
+# The GPU interpreter keeps one global state for all devices, and a kernel
+# finishing on one device asserts that no other holds a barrier ("Barrier
+# remains allocated"), which fails when several CPU devices interpret at once:
+# the kernel refuses to be interpreted per shard on several devices.
 INTERPRETS_SHARDED = False
 # Nor can custom_partitioning hold the interpreted kernel: the GPU interpreter
 # works through ordered io_callbacks, an effect the partitioner's callback
-# cannot handle (KeyError: OrderedIOEffect). The native kernel has no such
-# effect; check it on a GPU runner.
-PARTITIONS_INTERPRETED = (jax.errors.JaxRuntimeError, "OrderedIOEffect")
+# cannot handle, so fused_matmul_partitioned refuses it. The native kernel has
+# no such effect; check it on a GPU runner.
+PARTITIONS_INTERPRETED = (NotImplementedError, "custom_partitioning cannot hold")

@@ -36,10 +36,10 @@ EXPORT_PLATFORM = "cuda"
 # that this is meant.
 EXPORT_DISABLED_CHECKS = (export.DisabledSafetyCheck.custom_call(KERNEL_CALL),)
 # No symbolic batch: pallas_call refuses dynamically-shaped blocks (this
-# kernel's blocks span the whole arrays). Tracked with Pallas shape
-# polymorphism in jax-ml/jax#24960.
+# kernel's blocks span the whole arrays), so the kernel refuses symbolic
+# sizes. Tracked with Pallas shape polymorphism in jax-ml/jax#24960.
 SYMBOLIC_BATCH = "128*b"
-SYMBOLIC_BATCH_ERROR = (ValueError, "does not support dynamically-shaped blocks")
+SYMBOLIC_BATCH_ERROR = (NotImplementedError, "fused_matmul: symbolic sizes")
 
 
 def export_context():

@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple, get_args
 import jax
 import jax.numpy as jnp
 from jax.export import default_export_platform
-from jax.sharding import AxisType
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
@@ -106,6 +106,10 @@ def fused_matmul(
         raise ValueError(
             f"the tuned blocks for this shape in {table} are invalid: {error}"
         ) from None
+    # Inside jax.shard_map, the custom VJP's operands must vary over the same
+    # mesh axes as its result, so that each cotangent has its operand's type:
+    # the cast's transpose sums db over the row shards, da over the columns.
+    (a, b, bias), _ = kernel.vary_alike([a, b, bias])
     return _fused_matmul(a, b, bias, blocks, interpret)
 
 
@@ -160,8 +164,9 @@ def _blocks(
 
 
 def _explicitly_sharded(*arrays: jax.Array) -> bool:
-    """Whether any operand's type carries a mesh with Explicit axes."""
-    return any(AxisType.Explicit in jax.typeof(x).sharding.mesh.axis_types for x in arrays)
+    """Whether any operand's type shards it: only Explicit mesh axes appear in
+    types (Auto ones are XLA's to choose, Manual ones are already split)."""
+    return any(entry is not None for x in arrays for entry in jax.typeof(x).sharding.spec)
 
 
 def _per_shard(
@@ -183,18 +188,51 @@ def _per_shard(
         raise ValueError(
             f"bias is sharded {P(bias_spec[0])} but b's columns {P(cols)}: reshard bias to match"
         )
-    # check_vma=False, as JAX's own Pallas ops: pallas_call's result types do
-    # not say which mesh axes they vary over. The transpose then sums each
-    # operand's cotangent over the axes its spec leaves out, which is the sum
-    # the gradient needs (db over the row shards, da over the column shards).
-    per_shard = jax.shard_map(
-        local,
-        in_specs=(P(rows, None), P(None, cols), P(cols)),
-        out_specs=P(rows, cols),
-        check_vma=False,
-    )
-    result: jax.Array = per_shard(a, b, bias)
+    named = {axis for spec in (rows, cols) for axis in _mesh_axes(spec)}
+    if set(_mesh_axes(rows)) & set(_mesh_axes(cols)):
+        raise ValueError(
+            f"a's rows ({P(rows)}) and b's columns ({P(cols)}) are sharded over the same mesh "
+            "axis, which the output cannot be: jax.sharding.reshard one of them"
+        )
+
+    # check_vma=False because Pallas's interpreter (JAX 0.12) cannot run with
+    # it on: its grid loop drops the operands' varying axes. The transpose
+    # then sums each operand's cotangent over the named axes its spec leaves
+    # out (db over the row shards, da over the column shards): the sums the
+    # gradient needs, and no others, since only the named mesh axes enter the
+    # shard_map (cell jit-explicit-2d-* compares the gradient's collectives
+    # with the reference's).
+    def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
+        # The mesh comes from the operands' types (with the unused axes Auto,
+        # below): under jit outside jax.set_mesh there is no context mesh.
+        mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
+        return jax.shard_map(
+            local,
+            mesh=mesh,
+            in_specs=(P(rows, None), P(None, cols), P(cols)),
+            out_specs=P(rows, cols),
+            axis_names=named,
+            check_vma=False,
+        )(a, b, bias)
+
+    mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
+    unused = tuple(sorted(set(mesh.axis_names) - named))
+    if not unused:
+        return per_shard(a, b, bias)
+    # Mesh axes no operand is sharded over (on a 2-D mesh, say, only the rows
+    # split): Auto for the kernel's duration. Left Explicit, they stay in the
+    # types inside the shard_map, and Pallas's interpreter (JAX 0.12) fails on
+    # its block writes.
+    out = NamedSharding(mesh, P(rows, cols))
+    result: jax.Array = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)(a, b, bias)
     return result
+
+
+def _mesh_axes(entry: object) -> tuple[str, ...]:
+    """The mesh axes one partition-spec entry names: none, one, or a tuple."""
+    if entry is None:
+        return ()
+    return entry if isinstance(entry, tuple) else (entry,)
 
 
 def _check_all_blocks(a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks) -> None:

@@ -15,8 +15,8 @@ fused_matmul_partitioned tells it what the kernel can do per shard instead:
 Under Shardy (JAX's partitioner) that is the sharding_rule below, an einsum-like
 "m k, k n, n -> m n". Limits of custom_partitioning on JAX 0.12: no autodiff
 rule (so this is a jax.custom_vjp around it), no vmap, no jax.export (export
-fused_matmul itself) and no Explicit mesh axes (there fused_matmul runs the
-kernel per shard through shard_map by itself).
+fused_matmul itself) and no Explicit mesh axes (there this calls fused_matmul,
+which runs the kernel per shard through shard_map).
 
 The backward here is the reference's VJP, which XLA partitions on its own
 (da = dz @ b^T per row shard; db = a^T @ dz ends in an all-reduce over the
@@ -38,7 +38,14 @@ from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from . import kernel
-from .fused_matmul import Implementation, _check_operands, fused_matmul, resolve_implementation
+from .fused_matmul import (
+    Implementation,
+    _check_operands,
+    _explicitly_sharded,
+    _mesh_axes,
+    fused_matmul,
+    resolve_implementation,
+)
 from .reference import fused_matmul_reference
 
 # What custom_partitioning passes a partition callback: abstract arrays with
@@ -65,6 +72,28 @@ def fused_matmul_partitioned(
     _check_operands(a, b, bias)
     if resolve_implementation(implementation) == "reference":
         return fused_matmul_reference(a, b, bias)  # XLA partitions plain JAX itself
+    if _explicitly_sharded(a, b, bias):
+        # custom_partitioning cannot run on Explicit mesh axes; fused_matmul
+        # runs the kernel per shard there.
+        return fused_matmul(
+            a,
+            b,
+            bias,
+            implementation="kernel",
+            block_m=block_m,
+            block_n=block_n,
+            block_k=block_k,
+            interpret=interpret,
+        )
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+    if kernel.interpreted(interpret):
+        # The GPU interpreter works through ordered io_callbacks, an effect
+        # the partitioner's callback cannot hold (it fails inside XLA).
+        raise NotImplementedError(
+            "fused_matmul: custom_partitioning cannot hold Mosaic GPU's interpreted kernel: "
+            "fused_matmul_partitioned runs compiled on a GPU; on this host call fused_matmul"
+        )
+{%- endif %}
     options = (("block_m", block_m), ("block_n", block_n), ("block_k", block_k))
     return _partitioned(a, b, bias, (*options, ("interpret", interpret)))
 
@@ -84,6 +113,11 @@ def _partition(
         mesh = a_sharding.mesh
         rows = (tuple(a_sharding.spec) + (None,))[0]
         cols = (tuple(b_sharding.spec) + (None, None))[1]
+        if set(_mesh_axes(rows)) & set(_mesh_axes(cols)):
+            # Rows and columns on one mesh axis (the usual layout on a 1-D
+            # mesh): the output tile cannot be split by both, and a spec naming
+            # the axis twice is invalid. Keep the rows split; gather b's columns.
+            cols = None
     else:
         # No mesh named (say, NumPy inputs): whole, replicated operands are
         # always right.

@@ -1,0 +1,127 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py).
+
+Adapting the starter to your own op: change this file and your op, not the
+conformance module. Name the arguments and their axes, the sizes the cells
+use, which axes shard with no communication, and for each cell the op does
+not support, the error it raises and what to use instead.
+"""
+
+from functools import partial
+
+from {{ cookiecutter.package_name }} import (
+    fused_matmul,
+    fused_matmul_partitioned,
+    fused_matmul_reference,
+)
+
+from conformance import Arg, OpSpec, Refuse
+from oracle import fused_matmul_f64
+
+# The kernel needs the contracted axis whole on each device (the GELU after
+# the sum cannot run on partial sums).
+SHARDED_K = Refuse(
+    ValueError,
+    r"the contracted axis k is sharded",
+    "refused: the kernel needs k whole; jax.sharding.reshard it first",
+)
+# pallas_call has no autodiff rule: the op is a jax.custom_vjp, reverse mode only.
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: a custom_vjp is reverse mode only; jax.jvp the reference",
+)
+# The kernel takes float32 and bfloat16; finite differences need float64.
+FLOAT64 = Refuse(
+    TypeError,
+    r"must share one dtype, float32 or bfloat16",
+    "refused: no float64 kernel; the gradient cells check against the float64 oracle",
+)
+
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+# Mosaic GPU's interpreter keeps one global state for all devices: the kernel
+# refuses to be interpreted per shard on several devices (a GPU runs it), and
+# custom_partitioning cannot hold the interpreter's ordered io_callbacks.
+SEVERAL_DEVICES = Refuse(
+    NotImplementedError,
+    r"fused_matmul: per shard on several devices",
+    "interpreted only: refused (one device at a time); compiled, it runs",
+)
+PARTITIONED = Refuse(
+    NotImplementedError,
+    r"fused_matmul: custom_partitioning cannot hold",
+    "interpreted only: refused, call fused_matmul; compiled, it runs",
+)
+{%- else %}
+# Inside jax.shard_map with check_vma=True (the default) the kernel's types are
+# right (kernel.vary_alike), but Pallas's interpreter (JAX 0.12) drops the
+# varying axes in its grid loop: the interpreted kernel refuses such operands.
+# A natively compiled kernel is not affected.
+INTERPRETER_VMA = Refuse(
+    NotImplementedError,
+    r"fused_matmul: the operands vary over the mesh axes .* pass check_vma=False",
+    "interpreted only: refused, pass check_vma=False; compiled, it runs",
+)
+{%- endif %}
+
+{%- if cookiecutter.backend != "tpu" %}
+
+# Pallas on GPUs cannot size this kernel's grid or blocks symbolically
+# (jax-ml/jax#24960): export with concrete shapes.
+SYMBOLIC = Refuse(
+    NotImplementedError,
+    r"fused_matmul: symbolic sizes",
+    "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
+)
+{%- endif %}
+
+SPEC = OpSpec(
+    name="fused_matmul",
+    # "kernel": on this CPU host, the Pallas kernel interpreted ("auto" would
+    # run the reference off the kernel's platform and test nothing).
+    op=partial(fused_matmul, implementation="kernel"),
+    # Under jit with Auto shardings XLA cannot see into the kernel: the
+    # custom_partitioning rule keeps it local to each shard.
+    auto_op=partial(fused_matmul_partitioned, implementation="kernel"),
+    reference=fused_matmul_reference,
+    oracle=fused_matmul_f64,
+    args=(Arg("a", ("m", "k")), Arg("b", ("k", "n")), Arg("bias", ("n",))),
+    outputs=(("m", "n"),),
+    # Small, as the kernel is interpreted here; whole blocks on every backend.
+    sizes={"m": 16, "k": 16, "n": 16},
+    shard_map_axes=("m", "n"),
+    symbolic_axis="m",
+{%- if cookiecutter.backend == "tpu" %}
+    # Lowered for a TPU from this host, the program holds the Mosaic kernel.
+    platforms={"cpu": "", "tpu": r"tpu_custom_call"},
+{%- elif cookiecutter.backend == "mosaic_gpu" %}
+    # Lowered for an NVIDIA GPU from this host, the program holds the kernel.
+    platforms={"cpu": "", "cuda": r"mosaic_gpu_v2"},
+{%- else %}
+    # Triton lowers only under an abstract GPU device (tests/target.py's
+    # export_context), which the generic cells do not set up.
+    platforms={"cpu": ""},
+{%- endif %}
+    # k sharded: the rule gathers it, where the reference sums partial products.
+    extra_collectives={"jit-auto-k": "k is gathered: the GELU needs whole sums"},
+    refuse={
+        "jit-explicit-k": SHARDED_K,
+        "jit-explicit-set-mesh-k": SHARDED_K,
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-*": FLOAT64,
+{%- if cookiecutter.backend != "tpu" %}
+        "export-symbolic": SYMBOLIC,
+{%- endif %}
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+        "shard-map-*": SEVERAL_DEVICES,
+        "jit-explicit-[mn]": SEVERAL_DEVICES,
+        "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
+        "jit-explicit-2d-*": SEVERAL_DEVICES,
+        "jit-auto-*": PARTITIONED,
+{%- else %}
+        "shard-map-*": INTERPRETER_VMA,
+{%- endif %}
+    },
+)
