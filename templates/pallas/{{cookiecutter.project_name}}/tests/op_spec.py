@@ -53,6 +53,12 @@ PARTITIONED = Refuse(
     r"fused_matmul: custom_partitioning cannot hold",
     "interpreted only: refused, call fused_matmul; compiled, it runs",
 )
+# The same io_callbacks are effects, which jax.checkpoint cannot differentiate.
+CHECKPOINT_EFFECTS = Refuse(
+    NotImplementedError,
+    r"Effects not supported in AD of .checkpoint./.remat.",
+    "interpreted only: refused (the interpreter's host callbacks); compiled, it runs",
+)
 {%- else %}
 # Inside jax.shard_map with check_vma=True (the default) the kernel's types are
 # right (kernel.vary_alike), but Pallas's interpreter (JAX 0.12) drops the
@@ -96,8 +102,12 @@ SPEC = OpSpec(
     # Lowered for a TPU from this host, the program holds the Mosaic kernel.
     platforms={"cpu": "", "tpu": r"tpu_custom_call"},
 {%- elif cookiecutter.backend == "mosaic_gpu" %}
-    # Lowered for an NVIDIA GPU from this host, the program holds the kernel.
-    platforms={"cpu": "", "cuda": r"mosaic_gpu_v2"},
+    # None from this host: the kernel is interpreted here (the choice is the
+    # host's, as lax.platform_dependent cannot hold the interpreter's ordered
+    # callbacks on JAX 0.12), and those callbacks cannot be serialized. Export
+    # from a GPU host; tests/test_composed.py lowers the kernel itself for cuda
+    # (interpret=False) and finds mosaic_gpu_v2 in the module.
+    platforms={},
 {%- else %}
     # Triton lowers only under an abstract GPU device (tests/target.py's
     # export_context), which the generic cells do not set up.
@@ -120,6 +130,7 @@ SPEC = OpSpec(
         "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
         "jit-explicit-2d-*": SEVERAL_DEVICES,
         "jit-auto-*": PARTITIONED,
+        "checkpoint": CHECKPOINT_EFFECTS,
 {%- else %}
         "shard-map-*": INTERPRETER_VMA,
 {%- endif %}
