@@ -17,10 +17,10 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from conformance import Arg, OpSpec, Refuse
 from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
+from conformance import Arg, OpSpec, Refuse
 from oracle import predict_f64
 {% if cookiecutter.vjp_order == "0" %}
 # Every cell that differentiates: all of autodiff but the forward mode, and
