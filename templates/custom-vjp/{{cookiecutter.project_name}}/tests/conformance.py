@@ -55,7 +55,7 @@ from oracle import assert_close, rtol_for
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 MESHES = {"1d": ((4,), ("x",)), "2d": ((2, 2), ("x", "y"))}  # the op's axis goes on "x"
-NEW_AXIS = 3  # the size of the axes vmap, scan and the batch of vmap-of-grad add
+NEW_AXIS = 2  # the size of the axes vmap, scan and the batch of vmap-of-grad add
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def top_k(x: ArrayLike, k: int) -> tuple[jax.Array, jax.Array]:
     Returns (values, indices), each (batch, k), sharded like x's batch axis and
     replicated over the rest. Ties go to the lower index, as in lax.top_k.
     Differentiable with respect to x (reverse mode). Like lax.top_k, x may
-    also be one row (items,) or have more leading axes (..., items).
+    also be one row of items, or have more leading axes than one.
     """
     x = jnp.asarray(x)
     if x.ndim == 0:

@@ -57,7 +57,7 @@ def partitioning_attributes(shape: tuple[Any, ...]) -> dict[str, ir.Attribute]:
     out_shardings gathers the result onto every device.
     """
     rank = len(shape)
-    batch = {
+    batch: dict[str, ir.Attribute] = {
         "mhlo.frontend_attributes": ir.DictAttr.get(
             {"num_batch_dims": ir.StringAttr.get(str(rank - 1))}
         )
