@@ -505,14 +505,10 @@ def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         with pytest.raises(ValueError, match="out_specs"):
             jax.jit(fn)(*args)
         return
-    rest, mesh_kind = cell.rsplit("-", 1)
-    kind, axis = next(
-        (k, rest.removeprefix(f"shard-map-{k}-"))
-        for k in ("grad-inside", "grad-outside", "")
-        if rest.startswith(f"shard-map-{k}-" if k else "shard-map-")
-    )
-    if not kind:
-        axis = rest.removeprefix("shard-map-")
+    # shard-map-[grad-inside-|grad-outside-]<axis>-<mesh>
+    rest, mesh_kind = cell.removeprefix("shard-map-").rsplit("-", 1)
+    kind = next((k for k in ("grad-inside", "grad-outside") if rest.startswith(f"{k}-")), "")
+    axis = rest.removeprefix(f"{kind}-") if kind else rest
     mesh = _mesh(mesh_kind)
     args = make_args(spec, rng)
     in_specs = tuple(_specs([a.axes for a in spec.args], axis))
