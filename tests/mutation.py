@@ -69,6 +69,19 @@ class Mutant:
 class MutationList:
     mutants: tuple[Mutant, ...]
     not_applicable: dict[str, str]  # category -> why it does not apply
+    # "option=value" -> the only own tests the kit's suite runs for a combination
+    # with that value (its table says why the rest would repeat another's).
+    only_tests: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def tests_for(self, options: dict[str, str]) -> tuple[str, ...]:
+        """The own tests to run for a combination; () means all of them."""
+        chosen = [
+            t
+            for key, tests in self.only_tests.items()
+            for t in tests
+            if options.get(key.split("=")[0]) == key.split("=", 1)[1]
+        ]
+        return tuple(chosen)
 
 
 @dataclass(frozen=True)
@@ -87,7 +100,8 @@ def load(template: Path) -> MutationList:
         entry = dict(entry)
         entry["tests"] = tuple(entry.get("tests", ()))
         mutants.append(Mutant(**entry))
-    return MutationList(tuple(mutants), dict(data.get("not_applicable", {})))
+    only = {key: tuple(tests) for key, tests in data.get("only_tests", {}).items()}
+    return MutationList(tuple(mutants), dict(data.get("not_applicable", {})), only)
 
 
 def package_of(project: Path) -> str:

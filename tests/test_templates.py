@@ -14,7 +14,9 @@ import pytest
 from conftest import (
     ALL_COMBINATIONS,
     REPO,
+    TESTED_COMBINATIONS,
     assert_lint_clean,
+    covering_combinations,
     files_under,
     option_combinations,
 )
@@ -100,38 +102,43 @@ def test_longest_allowed_name_is_still_lint_clean(tmp_path, rung):
 @pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
 def test_mutation_list_covers_every_category_and_combination(rung):
     mutations = mutation.load(template_dir(rung))
-    combinations = list(option_combinations(rung))
-    assert mutation.combination_problems(mutations, combinations) == []
-    # The suite runs each mutant once (mutation.spread): every live one, and
-    # every combination's tests kill some.
-    chosen = mutation.spread(mutations, combinations)
+    assert mutation.combination_problems(mutations, list(option_combinations(rung))) == []
+    # The suite runs each mutant once (mutation.spread), in a combination whose
+    # tests it runs: every live one, and every such combination's tests kill some.
+    tested = covering_combinations(rung)
+    chosen = mutation.spread(mutations, tested)
     assert set(chosen) == {m.name for m in mutations.mutants if not m.survives}
-    assert set(chosen.values()) == set(range(len(combinations)))
+    assert set(chosen.values()) == set(range(len(tested)))
 
 
+@pytest.mark.parametrize("baked", TESTED_COMBINATIONS, indirect=True)
 def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     """The project's own tests pass against its oracle; then, for each mutant of
     its mutations.toml that mutation.spread gives this combination (every
-    mutant runs in one combination it applies to), they fail.
+    mutant runs in one combination it applies to), they fail. Combinations:
+    a pairwise covering set (conftest.covering_combinations).
 
     One test, so that one build (minutes for a CUDA bake) serves both and the
     baseline is known to pass before any mutant runs. (xdist's loadgroup cannot
     keep separate tests together here: pytest 9.2 ignores its node-id rewrite.)"""
     built = mutation.Project(baked)
     rung, combo = request.node.callspec.params["baked"]
-    combinations = list(option_combinations(rung))
+    combinations = covering_combinations(rung)
     here = combinations.index(combo)
     # The conformance matrix's cells run in each template's default
     # combination (and wherever a mutant names one); the other combinations
-    # run the rest of their tests, the README table's check included.
-    matrix = () if here == 0 else ("--deselect", "tests/test_conformance.py::test_cell")
-    run = run_project_tests(baked, code=baked / "src", extra_args=matrix)
+    # run the rest of their tests, the README table's check included, or only
+    # the tests their template's mutations.toml names under [only_tests].
+    mutations = mutation.load(template_dir(rung))
+    selected = mutations.tests_for(combo)
+    if not selected and here != 0:
+        selected = ("--deselect", "tests/test_conformance.py::test_cell")
+    run = run_project_tests(baked, code=baked / "src", extra_args=selected)
     assert run.ok, run.output[-5000:]
     assert run.worst_error is not None, "the project's tests did not report their oracle error"
     assert run.worst_fraction is not None
     assert run.worst_fraction <= 100
 
-    mutations = mutation.load(template_dir(rung))
     chosen = mutation.spread(mutations, combinations)
     mutants = [m for m in mutations.mutants if chosen.get(m.name) == here]
     outcomes = [built.run_mutant(m) for m in mutants]
