@@ -220,7 +220,10 @@ ASSET = "assets/memory-and-sharding/remat_scan_train_step.py"
     ("given", "scaffold"),
     [
         # The Mosaic GPU note's advice, scaffolded (the template's default is TPU).
-        ({"hotspot": "measured", "backend": "gpu"}, "jax-ladder new pallas --set backend=mosaic_gpu"),
+        (
+            {"hotspot": "measured", "backend": "gpu"},
+            "jax-ladder new pallas --set backend=mosaic_gpu",
+        ),
         ({"hotspot": "measured", "backend": "tpu"}, "jax-ladder new pallas"),
         ({"hotspot": "measured"}, "jax-ladder new pallas"),
         ({"library": "hot-path", "backend": "gpu"}, "jax-ladder new ffi --set cuda=yes"),
