@@ -7,8 +7,9 @@ from conftest import assert_usage_error, files_under, run_cli
 
 from jax_ladder import cli
 from jax_ladder.options import load_options
-from jax_ladder.rungs import LADDER, by_name, template_dir
+from jax_ladder.rungs import LADDER, available, by_name, template_dir
 from jax_ladder.runner import TestRun as Run  # not collected as a test class
+from jax_ladder.scaffold import scaffold
 
 
 def test_list_shows_all_nine_rungs_and_marks_templates(tmp_path):
@@ -43,6 +44,15 @@ def test_new_with_defaults_prints_next_steps(tmp_path):
     )
     for step in steps:
         assert step in result.stdout
+
+
+def test_a_fresh_project_has_no_bytecode_caches(tmp_path, monkeypatch):
+    """Hooks that import the new package (export's writes its golden artifact)
+    must not leave __pycache__/ behind, whatever the caller's environment."""
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    for rung in available():
+        project = scaffold(rung, tmp_path / rung.name, {})
+        assert [p.relative_to(project) for p in project.rglob("__pycache__")] == [], rung.name
 
 
 def test_new_without_a_terminal_takes_defaults(tmp_path):
