@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
-from jax_ladder import __version__, doctor, locate
+from jax_ladder import __version__, doctor, locate, pythons
 from jax_ladder import recommend as rec
 from jax_ladder import update as updating
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
@@ -148,6 +148,12 @@ def cmd_new(args: Args) -> int:
     print(f"  cd {project}")
     # `jax-ladder update` merges only into committed work.
     print("  git init && git add -A && git commit -m 'jax-ladder new'")
+    needs = pythons.requires_python(project)
+    python = pythons.find_python(needs)
+    if python is None:
+        print(f"  # it needs Python {needs}, and none was found here: install one, then")
+        python = f"python{pythons.oldest_allowed(needs)}"
+    print(f"  {python} -m venv .venv && . .venv/bin/activate")
     print("  python -m pip install -e '.[test]'")
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
