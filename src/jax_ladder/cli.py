@@ -193,6 +193,9 @@ def cmd_update(args: Args) -> int:
         )
         return 1
     if args.diff:
+        if not changes:
+            print(f"{_name(args.project)}: up to date with jax-ladder {__version__}; no diff")
+            return 0
         sys.stdout.write(updating.diff(renders))
         return 0
     plan = updating.apply(args.project, renders)
