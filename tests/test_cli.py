@@ -4,11 +4,13 @@ import threading
 
 import pytest
 from conftest import assert_usage_error, files_under, run_cli
+from packaging.specifiers import SpecifierSet
 
-from jax_ladder import cli
+from jax_ladder import cli, pythons
 from jax_ladder.options import load_options
-from jax_ladder.rungs import LADDER, by_name, template_dir
+from jax_ladder.rungs import LADDER, available, by_name, template_dir
 from jax_ladder.runner import TestRun as Run  # not collected as a test class
+from jax_ladder.scaffold import scaffold
 
 
 def test_list_shows_all_nine_rungs_and_marks_templates(tmp_path):
@@ -37,12 +39,60 @@ def test_new_with_defaults_prints_next_steps(tmp_path):
     steps = (
         f"cd {project}",
         "git init",
+        "-m venv .venv && . .venv/bin/activate",
         "pip install -e '.[test]'",
         "pytest",
         "benchmarks/bench.py",
     )
     for step in steps:
         assert step in result.stdout
+
+
+def test_a_fresh_project_has_no_bytecode_caches(tmp_path, monkeypatch):
+    """Hooks that import the new package (export's writes its golden artifact)
+    must not leave __pycache__/ behind, whatever the caller's environment."""
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    for rung in available():
+        project = scaffold(rung, tmp_path / rung.name, {})
+        assert [p.relative_to(project) for p in project.rglob("__pycache__")] == [], rung.name
+
+
+def fake_python(folder, name, version):
+    """An executable `name` in `folder` that answers every question with `version`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\necho {version}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_venv_step_names_a_python_the_project_allows(tmp_path, monkeypatch, capsys):
+    """A default `python` of 3.11 cannot install a project that needs 3.12: the
+    next steps make the venv with a Python that fits, found on the PATH, else
+    among pyenv's installed versions, else they say which version to install."""
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("PYENV_ROOT", str(pyenv))
+    needs = SpecifierSet(">=3.12")
+    fake_python(bin_dir, "python3", "3.11.7")
+    fake_python(bin_dir, "python", "3.11.7")
+    fake_python(bin_dir, "python3.12", "")  # a pyenv shim for an unselected version fails
+    assert pythons.find_python(needs) is None
+    installed = fake_python(pyenv / "versions" / "3.13.0" / "bin", "python3", "3.13.0")
+    assert pythons.find_python(needs) == str(installed)
+    fake_python(bin_dir, "python3.13", "3.13.0")
+    assert pythons.find_python(needs) == "python3.13"
+    fake_python(bin_dir, "python3", "3.12.4")
+    assert pythons.find_python(needs) == "python3"
+
+    (bin_dir / "python3").unlink()
+    (bin_dir / "python3.13").unlink()
+    installed.unlink()
+    assert cli.main(["new", "custom-vjp", "--no-input", "--output-dir", str(tmp_path)]) == 0
+    steps = capsys.readouterr().out
+    assert "it needs Python >=3.12, and none was found here: install one, then" in steps
+    assert "  python3.12 -m venv .venv && . .venv/bin/activate\n" in steps
+    assert steps.index("-m venv") < steps.index("pip install")
 
 
 def test_new_without_a_terminal_takes_defaults(tmp_path):

@@ -77,3 +77,22 @@ def test_the_demo_sample_is_the_real_table_with_one_row_per_template_in_order(ca
     assert re.fullmatch(rf"{len(rows)} rung\(s\) in \d+ s", total), total
     assert all(len(row) == len(header) for row in rows), "columns out of line with the header"
     assert all(row.split()[1] == "ok" for row in rows), "a sample with a failed rung"
+
+
+def test_the_ladder_table_says_what_the_kit_has_for_each_rung():
+    """The README's ladder table, row by row, against the registry and the
+    assets/ and examples/ folders: a template where the rung has one, "asset" or
+    "assets" by the number of single-file starters, "example" where
+    examples/<rung>/ exists, else a dash."""
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## The ladder") :].split("\n\n")[1].splitlines()[2:]
+    rows = {cells[1]: cells[3] for cells in (row.strip("| ").split(" | ") for row in table)}
+    assert list(rows) == [rung.name for rung in LADDER]
+    for rung in LADDER:
+        starters = list((REPO / "assets" / rung.name).glob("*.py"))
+        has = [
+            "template" * bool(rung.template),
+            "asset" + "s" * (len(starters) > 1) if starters else "",
+            "example" * (REPO / "examples" / rung.name).is_dir(),
+        ]
+        assert rows[rung.name] == (", ".join(filter(None, has)) or "–"), rung.name

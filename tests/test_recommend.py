@@ -16,6 +16,7 @@ from jax_ladder import cli
 from jax_ladder import recommend as rec
 from jax_ladder.options import UsageError, load_options, parse_assignments
 from jax_ladder.recommend import check
+from jax_ladder.recommend.rules_high import EXPORT_WINDOW
 from jax_ladder.rungs import LADDER, by_name, template_dir
 
 RULE = {r.id: r for r in rec.RULES}
@@ -42,6 +43,10 @@ CASES = [
     ({"loop": "static", "outputs": "every-step"}, "scan"),
     ({"loop": "static"}, "fori-loop"),
     ({"loop": "static", "goal": "compile-time"}, "fori-loop"),
+    # Independent items are vmap's case, whatever loop each item runs inside.
+    ({"loop": "static", "batch": "independent"}, "vmap-over-loop"),
+    ({"loop": "static", "batch": "independent", "outputs": "every-step"}, "vmap-over-loop"),
+    ({"loop": "static", "batch": "independent", "goal": "memory"}, "lax-map-memory"),
     ({"branch": "yes"}, "cond"),
     ({"goal": "memory", "batch": "independent"}, "lax-map-memory"),
     ({"gradients": "yes", "autodiff": "too-much-memory"}, "checkpoint-residuals"),
@@ -129,7 +134,8 @@ def test_the_recommendation_meets_every_need_on_random_answers():
         assert result.rung.step == max(by_name(r.rung).step for r in matched)
         assert all(r.matches(given) and r is not result.rule for r in result.also)
         assert not set(result.rule.supersedes) & {r.id for r in result.also}
-        assert (result.new_command is not None) == bool(result.rung.template)
+        scaffolds = result.new_command is not None or result.asset is not None
+        assert scaffolds == bool(result.rung.template)
 
 
 def test_checker_finds_a_shadowed_rule_and_bad_references():
@@ -179,14 +185,18 @@ def test_checker_finds_bad_questions():
     assert "question loop: only_if on later, not an earlier question" in problems
 
 
-def test_new_arguments_are_valid_template_options():
+def test_new_arguments_are_valid_template_options_and_assets_exist():
     for rule in rec.RULES:
         rung = by_name(rule.rung)
-        if not rule.new_args or not rung.template:
-            continue
-        words = shlex.split(rule.new_args)
-        assert words[0::2] == ["--set"] * (len(words) // 2), rule.id
-        parse_assignments(load_options(template_dir(rung)), words[1::2])
+        for args in [rule.new_args, *(s.new_args for s in rule.starters)]:
+            if not args or not rung.template:
+                continue
+            words = shlex.split(args)
+            assert words[0::2] == ["--set"] * (len(words) // 2), rule.id
+            parse_assignments(load_options(template_dir(rung)), words[1::2])
+        for starter in rule.starters:
+            assert not (starter.asset and starter.new_args), rule.id
+            assert not starter.asset or (REPO / "assets" / starter.asset).is_file(), rule.id
 
 
 def test_scaffold_line_follows_the_registry():
@@ -194,11 +204,58 @@ def test_scaffold_line_follows_the_registry():
         rule = next(r for r in rec.RULES if r.rung == rung.name)
         result = rec.recommend(check.witness(rule))
         text = rec.render(result)
-        if rung.template:
+        if result.asset:
+            assert f"Scaffold: copy {result.asset}" in text
+        elif rung.template:
             assert f"Scaffold: jax-ladder new {rung.name}" in text
         else:
             assert "jax-ladder new" not in text.split("Scaffold:")[1]
             assert rung.instead in text
+
+
+ASSET = "assets/memory-and-sharding/remat_scan_train_step.py"
+
+
+@pytest.mark.parametrize(
+    ("given", "scaffold"),
+    [
+        # The Mosaic GPU note's advice, scaffolded (the template's default is TPU).
+        (
+            {"hotspot": "measured", "backend": "gpu"},
+            "jax-ladder new pallas --set backend=mosaic_gpu",
+        ),
+        ({"hotspot": "measured", "backend": "tpu"}, "jax-ladder new pallas"),
+        ({"hotspot": "measured"}, "jax-ladder new pallas"),
+        ({"library": "hot-path", "backend": "gpu"}, "jax-ladder new ffi --set cuda=yes"),
+        # Nothing sharded: the remat/scan asset, not the FSDP template.
+        ({"loop": "data-dependent", "goal": "memory"}, f"copy {ASSET}"),
+        ({"gradients": "yes", "autodiff": "too-much-memory"}, f"copy {ASSET}"),
+        (
+            {"gradients": "yes", "autodiff": "too-much-memory", "devices": "compiler"},
+            "jax-ladder new memory-and-sharding --set remat=regather",
+        ),
+        ({"goal": "distributed"}, "jax-ladder new memory-and-sharding"),
+    ],
+    ids=lambda v: " ".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else "",
+)
+def test_the_scaffold_carries_what_the_answers_imply(given, scaffold):
+    result = rec.recommend(rec.resolve_answers(given))
+    line = next(x for x in rec.render(result).splitlines() if x.startswith("Scaffold:"))
+    assert line.removesuffix(" in the jax-ladder repository") == f"Scaffold: {scaffold}"
+    assert result.to_json()["asset" if "copy" in scaffold else "new_command"] in scaffold
+
+
+def test_the_export_window_is_stated_once_and_quoted_where_the_kit_states_it():
+    """JAX's export docs: an artifact runs on a JAX up to 6 months newer than the
+    exporter; later ones retire serialization formats. The README and the export
+    rung's page quote recommend's sentence verbatim, and nobody says 'about'."""
+    window = rec.render(rec.recommend(rec.resolve_answers({"ship": "serialize"})))
+    assert "at least six months of backward compatibility" in " ".join(window.split())
+    sentence = " ".join(EXPORT_WINDOW.split())
+    for path in ("README.md", "docs/rungs/5-export.md"):
+        text = " ".join((REPO / path).read_text().split())
+        assert sentence in text, path
+        assert "about six months" not in text, path
 
 
 PYTHON_EXAMPLES = [r for r in rec.RULES if r.id != "change-jax"]  # that one is shell

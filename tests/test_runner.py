@@ -1,5 +1,6 @@
 """The runner tests what it just built, or refuses: never an installed copy."""
 
+import os
 import subprocess
 import sys
 
@@ -48,3 +49,33 @@ def test_junit_results_count_and_give_each_skip_its_reason(tmp_path):
     assert counts == {"passed": 1, "failed": 1, "skipped": 1}
     assert reasons == ["test_c: needs a TPU device"]
     assert junit_results(tmp_path / "missing.xml") == ({"passed": 0, "failed": 0, "skipped": 0}, [])
+
+
+# What an editable install looks like once its folder is deleted: its import
+# hook, first on sys.meta_path, raises instead of finding the package.
+STALE_EDITABLE_HOOK = f"""
+import sys
+
+class StaleEditableFinder:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == {NAME.replace("-", "_")!r}:
+            raise FileNotFoundError("No such file or directory: '/deleted/src/__init__.py'")
+        return None
+
+sys.meta_path.insert(0, StaleEditableFinder())
+"""
+
+
+def test_an_installed_copy_whose_folder_is_gone_is_refused_not_a_traceback(tmp_path):
+    """The refusal for a same-named installed project, with the uninstall
+    command, also where that copy's folder was deleted (its hook then raises)."""
+    fresh = scaffold(by_name("custom-vjp"), tmp_path / "fresh", {"project_name": NAME})
+    hook = tmp_path / "site" / "sitecustomize.py"
+    hook.parent.mkdir()
+    hook.write_text(STALE_EDITABLE_HOOK)
+    run = run_project_tests(fresh, env=dict(os.environ, PYTHONPATH=str(hook.parent)))
+    assert not run.ok
+    assert "refusing to test" in run.output, run.output[-3000:]
+    assert f"python -m pip uninstall {NAME}" in run.output
+    assert f"an import hook ({hook}) failing: FileNotFoundError" in run.output
+    assert "Traceback" not in run.output

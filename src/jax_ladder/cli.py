@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
-from jax_ladder import __version__, doctor, locate
+from jax_ladder import __version__, doctor, doctor_project, locate, pythons
 from jax_ladder import recommend as rec
 from jax_ladder import update as updating
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
@@ -148,6 +148,12 @@ def cmd_new(args: Args) -> int:
     print(f"  cd {project}")
     # `jax-ladder update` merges only into committed work.
     print("  git init && git add -A && git commit -m 'jax-ladder new'")
+    needs = pythons.requires_python(project)
+    python = pythons.find_python(needs)
+    if python is None:
+        print(f"  # it needs Python {needs}, and none was found here: install one, then")
+        python = f"python{pythons.oldest_allowed(needs)}"
+    print(f"  {python} -m venv .venv && . .venv/bin/activate")
     print("  python -m pip install -e '.[test]'")
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
@@ -187,6 +193,9 @@ def cmd_update(args: Args) -> int:
         )
         return 1
     if args.diff:
+        if not changes:
+            print(f"{_name(args.project)}: up to date with jax-ladder {__version__}; no diff")
+            return 0
         sys.stdout.write(updating.diff(renders))
         return 0
     plan = updating.apply(args.project, renders)
@@ -376,10 +385,23 @@ def _add_doctor(sub: Subparsers) -> None:
 
 def cmd_doctor(args: Args) -> int:
     report = doctor.assess(doctor.gather())
+    # Run inside a generated project, the doctor also reports on it.
+    root = doctor_project.find_project(Path.cwd())
+    project = (
+        None
+        if root is None
+        else doctor_project.assess_project(root, report.facts.packages.get("jax"))
+    )
     if args.json:
-        print(json.dumps(doctor.to_json(report), indent=2))
+        data = doctor.to_json(report)
+        if root is not None:
+            data["project"] = project.to_json() if not isinstance(project, str) else project
+        print(json.dumps(data, indent=2))
     else:
-        print(doctor.render(report))
+        text = doctor.render(report)
+        if root is not None and project is not None:
+            text += "\n\n" + "\n".join(doctor_project.render_project(project, root))
+        print(text)
     return 0 if report.ok else 1
 
 

@@ -150,15 +150,30 @@ def _stream_pytest(
 
 
 # Run in the test process's environment: where would each module of the
-# package be imported from? Prints one "name origin" line per module.
+# package be imported from? Prints one "name origin" line per module. An
+# import hook that fails (an editable install whose folder was deleted raises
+# FileNotFoundError) is named as the origin instead of a traceback.
 _WHERE_FROM = """
 import importlib.util, pkgutil, sys
 name = sys.argv[1]
-spec = importlib.util.find_spec(name)
-print(name, spec.origin if spec else None)
+def where(module):
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception as err:
+        failure = f"{type(err).__name__}: {err}"
+        for finder in sys.meta_path:
+            try:
+                finder.find_spec(module, None)
+            except Exception:
+                hook = sys.modules.get(type(finder).__module__)
+                hook = getattr(hook, "__file__", hook)
+                return None, f"an import hook ({hook}) failing: {failure}"
+        return None, f"nowhere ({failure})"
+    return spec, spec.origin if spec else None
+spec, origin = where(name)
+print(name, origin)
 for info in pkgutil.iter_modules(spec.submodule_search_locations or []) if spec else ():
-    sub = importlib.util.find_spec(f"{name}.{info.name}")
-    print(f"{name}.{info.name}", sub.origin if sub else None)
+    print(f"{name}.{info.name}", where(f"{name}.{info.name}")[1])
 """
 
 

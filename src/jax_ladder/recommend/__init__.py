@@ -24,7 +24,7 @@ from jax_ladder.recommend.answers import (
     parse_answer_flags,
     resolve_answers,
 )
-from jax_ladder.recommend.records import Note, Question, Rule, applies
+from jax_ladder.recommend.records import Note, Question, Rule, Starter, applies
 from jax_ladder.recommend.table import NOTES, QUESTION, QUESTIONS, RULES
 from jax_ladder.rungs import Rung, by_name
 
@@ -37,6 +37,7 @@ __all__ = [
     "Question",
     "Recommendation",
     "Rule",
+    "Starter",
     "applies",
     "choose",
     "load_answers_file",
@@ -58,10 +59,21 @@ class Recommendation:
     answers: Mapping[str, str]
 
     @property
+    def starter(self) -> Starter:
+        return self.rule.starter(self.answers)
+
+    @property
     def new_command(self) -> str | None:
-        if not self.rung.template:
+        """`jax-ladder new ...` for the answers; None without a template, or where a
+        single-file asset fits the answers instead."""
+        if not self.rung.template or self.starter.asset:
             return None
-        return " ".join(filter(None, ["jax-ladder new", self.rung.name, self.rule.new_args]))
+        return " ".join(filter(None, ["jax-ladder new", self.rung.name, self.starter.new_args]))
+
+    @property
+    def asset(self) -> str | None:
+        """The single-file starter to copy, relative to the repository root, if any."""
+        return f"assets/{self.starter.asset}" if self.starter.asset else None
 
     @property
     def page(self) -> str:
@@ -76,6 +88,7 @@ class Recommendation:
             "example": list(self.rule.example),
             "rule_out": list(self.rule.rule_out),
             "new_command": self.new_command,
+            "asset": self.asset,
             "instead": None if self.rung.template else self.rung.instead,
             "also": [{"rule": r.id, "rung": r.rung, "use": r.use, "why": r.why} for r in self.also],
             "notes": [n.text for n in self.notes],
@@ -135,17 +148,24 @@ def render(rec: Recommendation, page_root: Path | None = None) -> str:
         lines += [f"  - {o.use} (rung {o.step}, {o.rung})" for o in rec.also]
     lines += _bullets("Notes:", [note.text for note in rec.notes])
     lines.append("")
-    if rec.new_command:
+    if rec.asset:
+        lines.append(f"Scaffold: copy {_in_repository(rec.asset, page_root)}")
+        lines += _wrap(f"(a single-file starter: {rec.starter.why})", "  ")
+    elif rec.new_command:
         lines.append(f"Scaffold: {rec.new_command}")
     else:
         lines.append(f"Scaffold: the kit has no template for this rung; use {r.instead}")
-    if page_root is not None and (page_root / rec.page).is_file():
-        lines.append(f"Reference: {page_root / rec.page}")
-    else:
-        lines.append(f"Reference: {rec.page} in the jax-ladder repository")
+    lines.append(f"Reference: {_in_repository(rec.page, page_root)}")
     chosen = ", ".join(f"{k}={v}" for k, v in rec.answers.items() if v != QUESTION[k].default)
     lines.append(f"Answers: {chosen or 'all defaults'}")
     return "\n".join(lines)
+
+
+def _in_repository(path: str, root: Path | None) -> str:
+    """Where `path` (relative to the repository root) is here, if it is."""
+    if root is not None and (root / path).is_file():
+        return str(root / path)
+    return f"{path} in the jax-ladder repository"
 
 
 def _bullets(title: str, items: Sequence[str]) -> list[str]:

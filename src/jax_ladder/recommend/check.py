@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from jax_ladder.recommend.records import Note, Question, Rule, applies
+from jax_ladder.recommend.records import Conditions, Note, Question, Rule, applies
 from jax_ladder.recommend.table import NOTES, QUESTION, QUESTIONS, RULES
 from jax_ladder.rungs import LADDER
 
@@ -123,17 +123,19 @@ def _reference_problems(
             for x in rule.supersedes
             if x not in ids
         ]
-    items: list[tuple[str, Rule | Note, tuple[str, ...]]] = [
-        *(("rule", r, (r.rung,)) for r in rules),
-        *(("note", n, n.rungs) for n in notes),
+    # (label, conditions, rungs named) of every rule, note and rule's starter.
+    items: list[tuple[str, Conditions, tuple[str, ...]]] = [
+        *((f"rule {r.id}", r.when, (r.rung,)) for r in rules),
+        *((f"note {n.id}", n.when, n.rungs) for n in notes),
+        *((f"rule {r.id}'s starter", s.when, ()) for r in rules for s in r.starters),
     ]
-    for kind, item, rungs in items:
-        problems += [f"{kind} {item.id}: unknown rung {r!r}" for r in rungs if r not in names]
-        for key, values in item.when.items():
+    for label, when, rungs in items:
+        problems += [f"{label}: unknown rung {r!r}" for r in rungs if r not in names]
+        for key, values in when.items():
             if key not in known:
-                problems.append(f"{kind} {item.id}: unknown question {key!r}")
+                problems.append(f"{label}: unknown question {key!r}")
             elif not values or not set(values) <= set(known[key].choices):
-                problems.append(f"{kind} {item.id}: bad answers {values!r} for {key}")
+                problems.append(f"{label}: bad answers {values!r} for {key}")
     return problems
 
 

@@ -34,6 +34,20 @@ def applies(question: Question, answers: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Starter:
+    """What to scaffold for a rule when `when` holds, instead of its template's defaults:
+    `jax-ladder new` with `new_args`, or a single-file starter under assets/."""
+
+    when: Conditions
+    new_args: str = ""  # extra `jax-ladder new` arguments the answers imply
+    asset: str = ""  # a path under assets/, for answers the template does not fit
+    why: str = ""  # why the asset rather than the template, printed beside it
+
+    def applies(self, answers: Mapping[str, str]) -> bool:
+        return all(answers[k] in v for k, v in self.when.items())
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rule:
     """The lowest rung that meets one need: `when` the answers hold, use `use`."""
 
@@ -45,11 +59,19 @@ class Rule:
     example: tuple[str, str]  # two lines of Python (or shell, for rung 9)
     rule_out: tuple[str, ...] = ()
     new_args: str = ""  # extra `jax-ladder new` arguments where the rung has a template
+    # Where answers change what to scaffold: the first whose `when` holds wins.
+    starters: tuple[Starter, ...] = ()
     # Rules this one replaces when both match (not listed under "Also, inside it").
     supersedes: tuple[str, ...] = ()
 
     def matches(self, answers: Mapping[str, str]) -> bool:
         return all(answers[key] in values for key, values in self.when.items())
+
+    def starter(self, answers: Mapping[str, str]) -> Starter:
+        """What to scaffold for these answers: the first starter that applies, else
+        the template with `new_args`."""
+        default = Starter(when={}, new_args=self.new_args)
+        return next((s for s in self.starters if s.applies(answers)), default)
 
     @property
     def step(self) -> int:

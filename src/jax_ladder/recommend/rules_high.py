@@ -7,7 +7,28 @@ wins ties. `table.RULES` puts these after `rules_low.RULES_LOW`.
 
 from __future__ import annotations
 
-from jax_ladder.recommend.records import Rule
+from jax_ladder.recommend.records import Rule, Starter
+
+# On one device there is nothing to shard, and the rung's template is a sharded
+# (FSDP) model: the remat + scan + donation asset is the starter that fits.
+UNSHARDED_MEMORY = Starter(
+    when={"devices": ("single",)},
+    asset="memory-and-sharding/remat_scan_train_step.py",
+    why="nothing is sharded, and the memory-and-sharding template is a sharded FSDP model",
+)
+
+# JAX's export compatibility promise, in one sentence that README.md and the
+# export rung's page quote verbatim (tests/test_recommend.py holds them to it).
+# JAX's export docs ("Compatibility guarantees"): an artifact can be compiled
+# and run by a JAX up to 6 months newer than the exporter (and 3 weeks older);
+# jax/_src/export/serialization.py retires serialization versions once they
+# are past that window and refuses them with a ValueError.
+EXPORT_WINDOW = (
+    "JAX guarantees at least six months of backward compatibility: an artifact loads on any "
+    "JAX release up to six months newer than the one that exported it; a later release "
+    "refuses it once it retires the artifact's serialization format (by format, not by the "
+    "file's date), so plan re-exports"
+)
 
 RULES_HIGH: tuple[Rule, ...] = (
     # -- rung 3: memory and sharding ---------------------------------------------------
@@ -28,6 +49,7 @@ RULES_HIGH: tuple[Rule, ...] = (
         ),
         # The starter whose policy saves least (it even gathers weights again).
         new_args="--set remat=regather",
+        starters=(UNSHARDED_MEMORY,),
     ),
     Rule(
         id="shard-map",
@@ -85,6 +107,7 @@ RULES_HIGH: tuple[Rule, ...] = (
             "block = jax.checkpoint(jnp.tanh)  # recompute in the backward pass",
         ),
         rule_out=("measure first: jax.jit(f).lower(x).compile().memory_analysis()",),
+        starters=(UNSHARDED_MEMORY,),
     ),
     # -- rung 4: custom derivatives ----------------------------------------------------
     Rule(
@@ -139,7 +162,7 @@ RULES_HIGH: tuple[Rule, ...] = (
         rule_out=(
             "jax.jit(f).lower(...).compile() and the persistent compilation cache, if you only "
             "need to skip compilation",
-            "artifacts load on JAX versions up to about six months newer: plan re-exports",
+            EXPORT_WINDOW,
         ),
     ),
     # -- rung 6: custom partitioning ---------------------------------------------------
@@ -193,6 +216,8 @@ RULES_HIGH: tuple[Rule, ...] = (
             "existing kernels: jax.nn.dot_product_attention(implementation='cudnn'), "
             "jax.experimental.pallas.ops",
         ),
+        # The template's default backend is TPU; on GPU the pallas-gpu note says Mosaic GPU.
+        starters=(Starter(when={"backend": ("gpu",)}, new_args="--set backend=mosaic_gpu"),),
     ),
     # -- rung 8: FFI -------------------------------------------------------------------
     Rule(

@@ -211,6 +211,38 @@ RULES_LOW: tuple[Rule, ...] = (
         rule_out=("host-side loops that call a jitted step (a device sync per iteration)",),
     ),
     Rule(
+        id="lax-map-memory",
+        rung="transforms",
+        when={"goal": ("memory",), "batch": ("independent",)},
+        why="vmap materialises every example's intermediates at once. lax.map with batch_size runs "
+        "vmapped chunks one after another and bounds peak memory.",
+        use="lax.map with batch_size",
+        example=(
+            "ys = lax.map(jnp.sort, xs, batch_size=16)  # vmap over 16 at a time",
+            "# instead of jax.vmap(jnp.sort)(xs), which holds every example's buffers",
+        ),
+        rule_out=("jax.checkpoint, if the memory is autodiff residuals (answer autodiff)",),
+        supersedes=("vmap", "vmap-over-loop"),
+    ),
+    Rule(
+        id="vmap-over-loop",
+        rung="transforms",
+        when={"loop": ("static",), "batch": ("independent",)},
+        why="A loop over independent items is vmap's case: write the function for one item and "
+        "vmap it, so the compiler sees one batched program. Any loop inside one item's "
+        "computation (listed below) goes inside the vmapped function.",
+        use="jax.vmap over the per-item function",
+        example=(
+            "one = lambda x: lax.fori_loop(0, 10, lambda i, c: step(c), x)  # one item's loop",
+            "ys = jax.vmap(one)(xs)  # every item at once, no loop over items",
+        ),
+        rule_out=(
+            "a Python loop or lax.fori_loop over the items: one item after another, for no "
+            "dependency between them",
+        ),
+        supersedes=("vmap",),
+    ),
+    Rule(
         id="scan-padded",
         rung="transforms",
         when={"loop": ("static",), "carry": ("varying",), "goal": ("compile-time",)},
@@ -262,19 +294,5 @@ RULES_LOW: tuple[Rule, ...] = (
             "z = lax.switch(jnp.int32(1), [jnp.sin, jnp.cos, jnp.tanh], x)",
         ),
         rule_out=("branching on shapes or Python settings: that is ordinary Python at trace time",),
-    ),
-    Rule(
-        id="lax-map-memory",
-        rung="transforms",
-        when={"goal": ("memory",), "batch": ("independent",)},
-        why="vmap materialises every example's intermediates at once. lax.map with batch_size runs "
-        "vmapped chunks one after another and bounds peak memory.",
-        use="lax.map with batch_size",
-        example=(
-            "ys = lax.map(jnp.sort, xs, batch_size=16)  # vmap over 16 at a time",
-            "# instead of jax.vmap(jnp.sort)(xs), which holds every example's buffers",
-        ),
-        rule_out=("jax.checkpoint, if the memory is autodiff residuals (answer autodiff)",),
-        supersedes=("vmap",),
     ),
 )

@@ -20,7 +20,11 @@ def keep_accelerator_workflow(choice):
 
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 
-env = dict(os.environ, PYTHONPATH=os.path.abspath("src"), JAX_PLATFORMS="cpu")
+# PYTHONDONTWRITEBYTECODE: importing the new package from src/ would otherwise
+# leave src/<package>/__pycache__/ in the freshly generated project.
+env = dict(
+    os.environ, PYTHONPATH=os.path.abspath("src"), JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1"
+)
 command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "export", "--golden"]
 result = subprocess.run(command, env=env, capture_output=True, text=True)
 if result.returncode != 0:
