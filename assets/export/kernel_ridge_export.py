@@ -24,9 +24,10 @@ speeds up a process that still has the Python source and the same jax/jaxlib and
 is a cache, not an artifact. Export when the caller must not need your code (a serving binary,
 another team, a model registry), must keep working across jax upgrades (the serialized form is
 versioned, see the calling convention version printed below, and a newer jax keeps loading
-artifacts written by jax releases up to about six months older), or when you want one artifact
-for several platforms and for every size of the symbolic dimensions. The artifact is StableHLO,
-not machine code: the loading process compiles it on the first call for each shape.
+artifacts written by jax releases up to six months older: JAX guarantees at least six months
+of backward compatibility), or when you want one artifact for several platforms and for every
+size of the symbolic dimensions. The artifact is StableHLO, not machine code: the loading
+process compiles it on the first call for each shape.
 
 To adapt: replace ``predict`` (plain JAX, jit-able), ``D``/``DTYPE``/``CHUNK``/``LENGTHSCALE``,
 the symbolic shape specs in ``export_predict``, ``CONSTRAINTS``, ``predict_numpy`` and
