@@ -6,8 +6,11 @@ collective in the compiled program is one written here:
 
 - the batch is split over the "data" mesh axis;
 - every weight is stored sharded over "data" as well (FSDP: each device holds
-  1/n of every weight) and gathered whole, one block at a time, with
-  `jax.lax.all_gather` just before the block uses it;
+  1/n of every weight) and gathered whole with `jax.lax.all_gather` just
+  before its block uses it. An optimization barrier makes each block's gather
+  wait for the previous block's output, so the forward holds one block's
+  gathered weights at a time (left to itself, XLA:CPU gathers every block's
+  weights before the first block runs);
 - the backward of that all-gather is its transpose, a reduce-scatter: each
   device receives the sum over the batch shards of the gradient of its own
   slice of the weight, ready for a local update;
@@ -22,10 +25,13 @@ collective in the compiled program is one written here:
   backward keeps:
 {%- if cookiecutter.remat == "save-gathered" %}
   the gathered weights (named with `checkpoint_name`) and nothing else. The
-  activations are recomputed; the weights are not gathered a second time.
+  activations are recomputed; the weights are not gathered a second time,
+  so between the forward and the backward every block's gathered weights
+  are live at once.
 {%- else %}
   nothing. The backward gathers each weight again and recomputes the
-  block: the least memory, at the price of a second all-gather per weight.
+  block: the least memory (one block's gathered weights at a time, in the
+  backward too), at the price of a second all-gather per weight.
 {%- endif %}
 - `train_step` donates the parameters and the optimizer state, so XLA writes
   the new values into the old buffers.
@@ -187,6 +193,13 @@ def _local_loss(
 
 
 def _block(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
+    # Nothing in the data flow stops XLA from gathering every block's weights
+    # at the start of the step (XLA:CPU does: all of them live at once). The
+    # barrier makes this block's weight shards available only together with
+    # h, the previous block's output, so each gather waits for that block and
+    # its gathered weights are the only ones alive. The price: a gather cannot
+    # overlap the previous block's compute.
+    h, w_in, w_out = jax.lax.optimization_barrier((h, w_in, w_out))
     # The FSDP gather: the whole weight (or its model slice), for this block
     # only. Its transpose, in the backward, is a reduce-scatter over data.
     w_in = jax.lax.all_gather(w_in, DATA, axis=W_IN_GATHER_AXIS, tiled=True)
