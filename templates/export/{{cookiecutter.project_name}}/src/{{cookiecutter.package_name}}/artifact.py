@@ -172,7 +172,7 @@ def check_platform(exported_platforms: Sequence[str], args: Sequence[ArrayLike])
     committed inputs) run on that device's platform: a CPU array on a GPU host
     runs on the CPU. Uncommitted ones (NumPy arrays, Python scalars) run on
     the default device."""
-    platforms = set()
+    platforms: set[str] = set()
     for arg in args:
         if isinstance(arg, jax.core.Tracer):
             # Traced (under jit, vmap, grad or another export): the platforms
