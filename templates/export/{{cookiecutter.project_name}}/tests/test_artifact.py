@@ -156,6 +156,56 @@ def test_inputs_are_checked_once_per_signature(loaded, monkeypatch):
     assert len(checked) == 4
 
 
+def test_checked_signatures_are_bounded(loaded, monkeypatch):
+    # An Artifact remembers at most CHECKED_SIGNATURES signatures and forgets
+    # the least recently used one first; a forgotten one is checked again.
+    checked = []
+    check_inputs = artifact.check_inputs
+    monkeypatch.setattr(artifact, "check_inputs", lambda *a: checked.append(1) or check_inputs(*a))
+    monkeypatch.setattr(artifact, "CHECKED_SIGNATURES", 2)
+    fresh = artifact.Artifact(loaded.exported, loaded.metadata)
+    a, b, c = (inputs_for(fresh, sizes) for sizes in SIZES[:3])
+    # (inputs, how many checks so far): a is used again before c arrives, so
+    # c pushes out b, not a.
+    for inputs, checks in [(a, 1), (b, 2), (a, 2), (c, 3), (a, 3), (b, 4)]:
+        fresh(*inputs.values())
+        assert len(checked) == checks
+    assert len(fresh._checked) == 2
+
+
+def test_cpu_inputs_run_on_a_simulated_gpu_host(loaded, monkeypatch):
+    # On a GPU host the default platform is cuda, but inputs committed to the
+    # CPU run on the CPU: what decides is where the inputs are.
+    inputs = inputs_for(loaded, SIZES[1])
+    want = loaded(*inputs.values())
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
+    cpu = jax.devices("cpu")[0]
+    on_cpu = [jax.device_put(x, cpu) for x in inputs.values()]
+    assert_close(artifact.Artifact(loaded.exported, loaded.metadata)(*on_cpu), want, 0)
+    # Uncommitted inputs (NumPy arrays) would go to the default device, the GPU.
+    fresh = artifact.Artifact(loaded.exported, loaded.metadata)
+    if "cuda" in loaded.exported.platforms:
+        assert_close(fresh(*inputs.values()), want, 0)
+    else:
+        with pytest.raises(ValueError, match="exported for cpu, not for cuda"):
+            fresh(*inputs.values())
+
+
+def test_called_inside_another_export(loaded):
+    # A caller exporting its own function around the artifact: the inputs
+    # are traced with symbolic sizes, in the caller's scope, which need not
+    # repeat the artifact's constraints.
+    scope = export.SymbolicScope()
+    specs = [
+        jax.ShapeDtypeStruct(export.symbolic_shape(spec["shape"], scope=scope), spec["dtype"])
+        for spec in loaded.metadata["inputs"]
+    ]
+    outer = export.export(jax.jit(loaded))(*specs)
+    inputs = inputs_for(loaded, SIZES[2])
+    assert_close(outer.call(*inputs.values()), loaded(*inputs.values()), rtol_for("float32"))
+
+
 def test_jit_of_the_loaded_call(loaded):
     inputs = inputs_for(loaded, SIZES[2])
     got = jax.jit(loaded.exported.call)(*inputs.values())

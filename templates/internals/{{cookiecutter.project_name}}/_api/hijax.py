@@ -46,8 +46,9 @@ def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array)
     dl, d and du are the sub-, main and super-diagonal; any leading axes are
     batch axes. The first entry of dl and the last of du lie outside the
     matrix and are ignored. Operands must share one shape and
-    one floating-point dtype: the primitive raises TypeError at trace time
-    otherwise (no implicit promotion or broadcasting).
+    one floating-point dtype{% if cookiecutter.lowering == "ffi" %} (float32 or float64: those the CPU
+    handler computes in){% endif %}: the primitive raises TypeError at trace
+    time otherwise (no implicit promotion or broadcasting).
     """
     operands = [jnp.asarray(a) for a in (dl, d, du, x)]
     result: jax.Array = TridiagonalMatvec(*(jax.typeof(a) for a in operands))(*operands)
@@ -111,6 +112,16 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
             )
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"tridiagonal_matvec: needs floating-point operands, got {x.dtype}")
+{%- if cookiecutter.lowering == "ffi" %}
+    if x.dtype not in ffi_target.DTYPES:
+        # Refused here, at trace time, rather than by the CPU handler when the
+        # program runs. StableHLO, on the other platforms, could take any float;
+        # one list for all keeps a program that traces on one runnable on all.
+        raise TypeError(
+            f"tridiagonal_matvec: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
+            f"got {x.dtype}"
+        )
+{%- endif %}
     for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
         # Under an explicit mesh an aval names the mesh axes it is split over.
         # A split last axis would put a row's neighbours on other devices:

@@ -243,8 +243,16 @@ def test_sharded_batch_needs_no_communication(rng):
         (lambda a: [a[0], a[1].astype(jnp.float64), *a[2:]], "d has dtype float64"),
         (lambda a: [x.astype(jnp.int32) for x in a], "needs floating-point operands, got int32"),
         (lambda a: [x[0, 0] for x in a], "x must have at least one axis"),
+{%- if cookiecutter.lowering == "ffi" %}
+        # A float the CPU handler cannot compute in: refused when traced, not
+        # when the program runs.
+        (
+            lambda a: [x.astype(jnp.bfloat16) for x in a],
+            "the CPU handler computes in float32, float64, got bfloat16",
+        ),
+{%- endif %}
     ],
-    ids=["shape", "rank", "dtype", "integer", "scalar"],
+    ids=["shape", "rank", "dtype", "integer", "scalar"{% if cookiecutter.lowering == "ffi" %}, "handler-dtype"{% endif %}],
 )
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_bad_input_gets_the_primitives_error(rng, change, message, jit):

@@ -12,6 +12,7 @@ import hashlib
 import json
 import operator
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache, partial
 from importlib.metadata import version
@@ -49,6 +50,11 @@ EXPIRED_VERSIONS_FLAG = "jax_export_deserialize_expired_versions"
 # jax.Device.platform and jax.default_backend() say "gpu" on NVIDIA and AMD
 # GPUs alike; jax.export records which one ("cuda" or "rocm").
 _DEVICE_PLATFORM_ALIASES = {"gpu": ("cuda", "rocm")}
+# How many input signatures an Artifact remembers as checked, the least
+# recently used forgotten first: a caller that feeds ever new shapes would
+# otherwise grow the record without bound (jax.jit bounds its caches too). A
+# forgotten signature is only checked again, in microseconds.
+CHECKED_SIGNATURES = 128
 # An artifact's metadata, NAME.json as json.load reads it.
 type Metadata = dict[str, Any]
 # Arrays by input name, as random_inputs makes them and np.load reads them.
@@ -159,14 +165,48 @@ def platform_error(exported_platforms: Sequence[str], platform: str) -> str | No
     )
 
 
+def check_platform(exported_platforms: Sequence[str], args: Sequence[ArrayLike]) -> None:
+    """Refuse inputs that jax.jit would run on a platform the artifact lacks.
+
+    Inputs committed to a device (by jax.device_put, or computed from
+    committed inputs) run on that device's platform: a CPU array on a GPU host
+    runs on the CPU. Uncommitted ones (NumPy arrays, Python scalars) run on
+    the default device."""
+    platforms: set[str] = set()
+    for arg in args:
+        if isinstance(arg, jax.core.Tracer):
+            # Traced (under jit, vmap, grad or another export): the platforms
+            # are chosen when the enclosing computation is lowered, perhaps
+            # several at once, and Exported.call checks each of them then.
+            return
+        if isinstance(arg, jax.Array) and arg.committed:
+            # A device's own name: "gpu" on NVIDIA and AMD GPUs alike.
+            platforms.update(device.platform for device in arg.devices())
+    if not platforms:
+        if jax.config.jax_default_device is not None:
+            # jax.default_device chose the device: rather than repeat how
+            # jax.jit reads that setting, leave the check to Exported.call.
+            return
+        # The canonical name ("cuda"), as the artifact records it; not
+        # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
+        platforms = {export.default_export_platform()}
+    # Inputs on two platforms are refused by jax.jit itself.
+    for platform in sorted(platforms):
+        if error := platform_error(exported_platforms, platform):
+            raise ValueError(error)
+
+
 class Artifact:
     """A loaded artifact. Calling it checks the inputs against the metadata
     first, so a mistake gets a message that names it.
 
-    The checks depend only on the inputs' shapes and dtypes, so they run once
-    per input signature; later calls with the same signature cost a set
-    lookup. (Sharding is not part of the signature: the checks do not depend
-    on it, and jax.jit keys its own cache on it.) The call (composable_call:
+    The input checks depend only on the inputs' shapes and dtypes, so they
+    run once per input signature; later calls with one of the
+    CHECKED_SIGNATURES most recently used signatures cost a dict lookup.
+    (Sharding is not part of the signature: the checks do not depend on it,
+    and jax.jit keys its own cache on it.) The platform check depends on the
+    devices the inputs are on, so it runs on every call (check_platform).
+    The call (composable_call:
     exported.call with vmap, grad and shard_map rules) is wrapped in jax.jit:
     called bare, it traces the artifact's call again on every call,
     which costs more than the call itself on small inputs; jitted, that work
@@ -176,9 +216,10 @@ class Artifact:
         self.exported = exported
         self.metadata = metadata
         self._call = jax.jit(composable_call(exported))
-        # The input signatures that passed the checks. Failures are not
+        # The input signatures that passed the checks, least recently used
+        # first, at most CHECKED_SIGNATURES of them. Failures are not
         # recorded: a bad input raises on every call.
-        self._checked: set[Signature] = set()
+        self._checked: OrderedDict[Signature, None] = OrderedDict()
 
     def __call__(self, *args: ArrayLike) -> jax.Array:
         # Arrays (NumPy, JAX, tracers) carry their own shape and dtype: the fast,
@@ -187,14 +228,14 @@ class Artifact:
             signature = tuple([(arg.shape, arg.dtype) for arg in args])  # type: ignore[union-attr]
         except AttributeError:  # Python scalars and lists
             signature = tuple([(np.shape(arg), input_dtype(arg)) for arg in args])
-        if signature not in self._checked:
+        if signature in self._checked:
+            self._checked.move_to_end(signature)  # now the most recently used
+        else:
             check_inputs(self.metadata, args)
-            # The canonical name ("cuda"), as the artifact records it; not
-            # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
-            error = platform_error(self.exported.platforms, export.default_export_platform())
-            if error:
-                raise ValueError(error)
-            self._checked.add(signature)
+            self._checked[signature] = None
+            if len(self._checked) > CHECKED_SIGNATURES:
+                self._checked.popitem(last=False)  # the least recently used
+        check_platform(self.exported.platforms, args)
         # Exported.call is unannotated in JAX; this model returns one array.
         output: jax.Array = self._call(*args)
         return output
@@ -347,21 +388,33 @@ def input_dtype(arg: ArrayLike) -> np.dtype[Any]:
 
 
 def check_inputs(metadata: Metadata, args: Sequence[ArrayLike]) -> None:
-    """Ranks, dtypes, static sizes, shared dimension variables, constraints."""
+    """Ranks, dtypes, static sizes, shared dimension variables, constraints.
+
+    Symbolic sizes (inputs traced inside another export) are left to
+    Exported.call: see below."""
     specs = metadata["inputs"]
     if len(args) != len(specs):
         names = ", ".join(s["name"] for s in specs)
         raise TypeError(f"the artifact takes {len(specs)} inputs ({names}), got {len(args)}")
-    sizes: dict[str, int] = {}
-    for spec, arg in zip(specs, args, strict=True):
-        name, dims = spec["name"], [d.strip() for d in spec["shape"].split(",")]
-        shape, dtype = np.shape(arg), input_dtype(arg)
-        if len(shape) != len(dims):
+    shapes = [np.shape(arg) for arg in args]
+    for spec, arg, shape in zip(specs, args, shapes, strict=True):
+        dtype = input_dtype(arg)
+        rank = len(spec["shape"].split(","))
+        if len(shape) != rank:
             raise ValueError(
-                f"{name} must have rank {len(dims)} ({spec['shape']}), got shape {shape}"
+                f"{spec['name']} must have rank {rank} ({spec['shape']}), got shape {shape}"
             )
         if dtype != np.dtype(spec["dtype"]):
-            raise TypeError(f"{name} must be {spec['dtype']}, got {dtype}; cast it first")
+            raise TypeError(f"{spec['name']} must be {spec['dtype']}, got {dtype}; cast it first")
+    if any(export.is_symbolic_dim(size) for shape in shapes for size in shape):
+        # Comparing symbolic sizes here can be inconclusive: s <= 128 is,
+        # in a caller's scope without that constraint. Exported.call checks
+        # them symbolically, in the caller's scope; what it cannot decide
+        # when exporting is checked when the caller's artifact runs.
+        return
+    sizes: dict[str, int] = {}
+    for spec, shape in zip(specs, shapes, strict=True):
+        name, dims = spec["name"], [d.strip() for d in spec["shape"].split(",")]
         for axis, (dim, size) in enumerate(zip(dims, shape, strict=True)):
             if dim.isdigit():
                 if size != int(dim):

@@ -33,6 +33,9 @@ except ImportError as err:  # e.g. src/ on sys.path without a build
 # projects generated from this template can be imported together.
 _PREFIX = __name__.split(".")[0]
 TARGET = f"{_PREFIX}_tridiagonal_matvec"
+# The dtypes the handler computes in (csrc/tridiagonal_matvec_cpu.cc); it
+# returns an error for any other when the program runs.
+DTYPES = ("float32", "float64")
 
 for _name, _capsule in _ffi.cpu_targets().items():
     jax.ffi.register_ffi_target(f"{_PREFIX}_{_name}", _capsule, platform="cpu")
