@@ -1,5 +1,6 @@
-// A standalone check of the kernels, the row-parallel loop and the handlers'
-// exception guard, outside XLA: each result is compared with a naive
+// A standalone check of the kernels, the handlers' own path (run_forward and
+// run_backward: the row-parallel loop and the huge-page advice) and the
+// handlers' exception guard, outside XLA: each result is compared with a naive
 // double-precision loop. Its point is to run under AddressSanitizer and
 // UndefinedBehaviorSanitizer, which do not load cleanly into a Python
 // process beside jaxlib (see README.md):
@@ -11,10 +12,10 @@
 // (CMake finds the Python whose jax knows where the XLA FFI headers are: the
 // active virtual environment's, or pass -DPython_EXECUTABLE=...)
 //
-// tests/test_kernel_check.py does exactly this. Exit status 0 means every
-// check passed; a sanitizer report aborts with a non-zero status. In a
-// project with the CUDA handler (rms_norm_block.h present) it also runs the
-// CUDA kernels' row arithmetic here, on the CPU.
+// tests/test_kernel_check.py does this, in a build folder it keeps. Exit
+// status 0 means every check passed; a sanitizer report aborts with a
+// non-zero status. In a project with the CUDA handler (rms_norm_block.h
+// present) it also runs the CUDA kernels' row arithmetic here, on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
