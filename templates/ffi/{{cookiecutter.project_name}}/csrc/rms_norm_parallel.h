@@ -47,9 +47,9 @@ inline constexpr std::int64_t kChunksPerWorker = 4;
 // - prefault_for_writing, once per chunk: one call populates the chunk's
 //   output range instead of one fault per page, and runs on each thread.
 //
-// Both change no data (pages already present are left alone) and where
-// unsupported (THP disabled, Linux before 5.14 for MADV_POPULATE_WRITE,
-// other systems) nothing happens and writes fault as usual.
+// Both change no data (pages already present are left alone). Where THP is
+// disabled, on Linux before 5.14 (no MADV_POPULATE_WRITE) and on other
+// systems, nothing happens and writes fault as usual.
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;  // x86-64, and aarch64 with 4 KiB pages
 inline constexpr std::size_t kHugeBytes = 2 * kHugePage;
 inline constexpr std::size_t kPrefaultBytes = std::size_t{1} << 20;
