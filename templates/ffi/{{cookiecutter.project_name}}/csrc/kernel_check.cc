@@ -1,5 +1,6 @@
-// A standalone check of the kernels, the row-parallel loop and the handlers'
-// exception guard, outside XLA: each result is compared with a naive
+// A standalone check of the kernels, the handlers' own path (run_forward and
+// run_backward: the row-parallel loop and the huge-page advice) and the
+// handlers' exception guard, outside XLA: each result is compared with a naive
 // double-precision loop. Its point is to run under AddressSanitizer and
 // UndefinedBehaviorSanitizer, which do not load cleanly into a Python
 // process beside jaxlib (see README.md):
@@ -11,19 +12,23 @@
 // (CMake finds the Python whose jax knows where the XLA FFI headers are: the
 // active virtual environment's, or pass -DPython_EXECUTABLE=...)
 //
-// tests/test_kernel_check.py does exactly this. Exit status 0 means every
-// check passed; a sanitizer report aborts with a non-zero status. In a
-// project with the CUDA handler (rms_norm_block.h present) it also runs the
-// CUDA kernels' row arithmetic here, on the CPU.
+// tests/test_kernel_check.py does this, in a build folder it keeps. Exit
+// status 0 means every check passed; a sanitizer report aborts with a
+// non-zero status. In a project with the CUDA handler (rms_norm_block.h
+// present) it also runs the CUDA kernels' row arithmetic here, on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <new>
 #include <random>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -35,6 +40,7 @@
 #include "rms_norm_guard.h"
 #include "rms_norm_kernels.h"
 #include "rms_norm_parallel.h"
+#include "rms_norm_run.h"
 #if __has_include("rms_norm_block.h")
 #include "rms_norm_block.h"
 #define RMS_NORM_CHECK_CUDA_ROWS 1
@@ -98,6 +104,24 @@ class FailingPool {
  private:
   ThreadPerTask pool_;
   int accept_, accepted_ = 0;
+};
+
+// A pool of std::threads that calls `watch` each time it is asked for help,
+// i.e. from inside parallel_rows, while the call is under way.
+class WatchingPool {
+ public:
+  WatchingPool(std::int64_t threads, std::function<void()> watch)
+      : pool_(threads), watch_(std::move(watch)) {}
+  std::int64_t num_threads() const { return pool_.num_threads(); }
+  template <typename F>
+  void Schedule(F&& f) {
+    watch_();
+    pool_.Schedule(std::forward<F>(f));
+  }
+
+ private:
+  ThreadPerTask pool_;
+  std::function<void()> watch_;
 };
 
 const char* name(const float*) { return "float32"; }
@@ -255,6 +279,57 @@ void check_refusing_pool(std::mt19937& gen) {
   }
 }
 
+#if defined(__linux__)
+// The flags the kernel keeps for the mapping that holds `address`, from
+// /proc/self/smaps ("hg": advised MADV_HUGEPAGE, "nh": MADV_NOHUGEPAGE).
+std::set<std::string> mapping_flags(const void* address) {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long begin, end;  // a mapping's first line starts "begin-end " in hex
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) inside = begin <= a && a < end;
+    if (inside && line.rfind("VmFlags:", 0) == 0) {
+      std::istringstream words(line.substr(8));
+      return {std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    }
+  }
+  return {};
+}
+
+// The handlers' own path, run_forward and run_backward, on outputs above
+// kHugeBytes: where huge pages come on request the output is advised while
+// the call runs (seen from the pool, which is asked for help mid-call), and
+// no advice is left when it returns: madvise marks the addresses, so the
+// advice would otherwise outlive the output.
+void check_huge_page_advice(std::mt19937& gen) {
+  Rows<float> c(300, 4099, 1.0, gen);  // outputs of 4.7 MiB: one whole 2 MiB block at least
+  static_assert(300 * 4099 * sizeof(float) >= kHugeBytes);
+  const bool on_request = huge_pages_on_request();
+  for (const bool backward_pass : {false, true}) {
+    const float* out = backward_pass ? c.dx.data() : c.y.data();
+    const float* middle = out + c.x.size() / 2;  // inside the advised blocks
+    const std::string label = backward_pass ? "run_backward" : "run_forward";
+    bool advised_during = false;
+    {
+      WatchingPool pool(3, [&] { advised_during |= mapping_flags(middle).count("hg") > 0; });
+      if (backward_pass) {
+        run_backward(pool, c.x.data(), c.rinv.data(), c.g.data(), c.dx.data(), c.rows, c.n);
+      } else {
+        run_forward(pool, c.x.data(), c.y.data(), c.rinv.data(), c.rows, c.n, c.eps);
+      }
+      expect(mapping_flags(middle).count("hg") == 0,
+             label + ": the huge-page advice outlives the call");
+    }
+    expect(advised_during == on_request,
+           label + (on_request ? ": no huge-page advice during the call"
+                               : ": huge pages advised though the kernel does not want it"));
+  }
+  expect_forward(c, "run_forward");
+  expect_backward(c, "run_backward");
+}
+#endif
+
 // guarded() turns every exception into the error it documents, and passes
 // the body's own result through.
 void check_guard() {
@@ -332,6 +407,9 @@ int main() {
   check_bfloat16_rounding();
   check_guard();
   check_refusing_pool(gen);
+#if defined(__linux__)
+  check_huge_page_advice(gen);
+#endif
   // Row lengths around the vector block (kLanes = 16) and odd tails; row
   // counts that give one chunk, several, and a ragged last chunk.
   for (std::int64_t n : {1, 3, 15, 16, 17, 100, 4099}) {

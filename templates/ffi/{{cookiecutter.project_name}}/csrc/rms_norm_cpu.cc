@@ -9,7 +9,7 @@
 #include "rms_norm_checks.h"
 #include "rms_norm_guard.h"
 #include "rms_norm_kernels.h"
-#include "rms_norm_parallel.h"
+#include "rms_norm_run.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -17,33 +17,23 @@ namespace ffi = xla::ffi;
 namespace rms_norm {
 namespace {
 
+// The buffers as typed pointers for run_forward and run_backward
+// (rms_norm_run.h), once the checks have matched their dtypes and shapes.
 template <typename T>
-void run_forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-             ffi::AnyBuffer& rinv, Geometry g, double eps) {
+void forward_buffers(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
+                     ffi::AnyBuffer& rinv, Geometry g, double eps) {
   using R = typename Traits<T>::Residual;
-  const T* xp = static_cast<const T*>(x.untyped_data());
-  T* yp = static_cast<T*>(y.untyped_data());
-  R* rp = static_cast<R*>(rinv.untyped_data());
-  advise_huge_pages(yp, g.rows * g.cols * sizeof(T));  // once: it changes the mapping
-  parallel_rows(pool, g.rows, g.cols, [=](std::int64_t begin, std::int64_t end) {
-    prefault_for_writing(yp + begin * g.cols, (end - begin) * g.cols * sizeof(T));
-    forward(xp, yp, rp, begin, end, g.cols, eps);
-  });
+  run_forward(pool, static_cast<const T*>(x.untyped_data()), static_cast<T*>(y.untyped_data()),
+              static_cast<R*>(rinv.untyped_data()), g.rows, g.cols, eps);
 }
 
 template <typename T>
-void run_backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rinv,
-              const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx, Geometry g) {
+void backward_buffers(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rinv,
+                      const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx, Geometry g) {
   using R = typename Traits<T>::Residual;
-  const T* xp = static_cast<const T*>(x.untyped_data());
-  const R* rp = static_cast<const R*>(rinv.untyped_data());
-  const T* gp = static_cast<const T*>(ct.untyped_data());
-  T* dxp = static_cast<T*>(dx.untyped_data());
-  advise_huge_pages(dxp, g.rows * g.cols * sizeof(T));
-  parallel_rows(pool, g.rows, g.cols, [=](std::int64_t begin, std::int64_t end) {
-    prefault_for_writing(dxp + begin * g.cols, (end - begin) * g.cols * sizeof(T));
-    backward(xp, rp, gp, dxp, begin, end, g.cols);
-  });
+  run_backward(pool, static_cast<const T*>(x.untyped_data()),
+               static_cast<const R*>(rinv.untyped_data()), static_cast<const T*>(ct.untyped_data()),
+               static_cast<T*>(dx.untyped_data()), g.rows, g.cols);
 }
 
 ffi::Error Forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
@@ -51,9 +41,9 @@ ffi::Error Forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffe
   Geometry g;
   if (auto error = check_forward(x, y, rinv, eps, g)) return *error;
   switch (x.element_type()) {
-    case ffi::DataType::F32: run_forward<float>(pool, x, y, rinv, g, eps); break;
-    case ffi::DataType::F64: run_forward<double>(pool, x, y, rinv, g, eps); break;
-    case ffi::DataType::BF16: run_forward<BFloat16>(pool, x, y, rinv, g, eps); break;
+    case ffi::DataType::F32: forward_buffers<float>(pool, x, y, rinv, g, eps); break;
+    case ffi::DataType::F64: forward_buffers<double>(pool, x, y, rinv, g, eps); break;
+    case ffi::DataType::BF16: forward_buffers<BFloat16>(pool, x, y, rinv, g, eps); break;
     default: return ffi::Error::Internal("rms_norm_fwd: dtype passed the checks but has no kernel");
   }
   return ffi::Error::Success();
@@ -64,9 +54,9 @@ ffi::Error Backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::A
   Geometry g;
   if (auto error = check_backward(x, rinv, ct, dx, g)) return *error;
   switch (x.element_type()) {
-    case ffi::DataType::F32: run_backward<float>(pool, x, rinv, ct, dx, g); break;
-    case ffi::DataType::F64: run_backward<double>(pool, x, rinv, ct, dx, g); break;
-    case ffi::DataType::BF16: run_backward<BFloat16>(pool, x, rinv, ct, dx, g); break;
+    case ffi::DataType::F32: backward_buffers<float>(pool, x, rinv, ct, dx, g); break;
+    case ffi::DataType::F64: backward_buffers<double>(pool, x, rinv, ct, dx, g); break;
+    case ffi::DataType::BF16: backward_buffers<BFloat16>(pool, x, rinv, ct, dx, g); break;
     default: return ffi::Error::Internal("rms_norm_bwd: dtype passed the checks but has no kernel");
   }
   return ffi::Error::Success();

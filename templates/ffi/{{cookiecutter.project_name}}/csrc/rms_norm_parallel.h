@@ -9,9 +9,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #if defined(__linux__)
@@ -38,18 +40,16 @@ inline constexpr std::int64_t kChunksPerWorker = 4;
 // hardly scale. Two madvise calls cut that (README.md, "Speed", has the
 // measurements):
 //
-// - advise_huge_pages, once per output: transparent huge pages (2 MiB), so
+// - HugePagesDuringCall, once per output: transparent huge pages (2 MiB), so
 //   one fault maps 512 times as much memory. It covers only whole 2 MiB
-//   blocks inside the buffer, and is skipped for outputs under kHugeBytes.
-//   Its cost: memory is committed in 2 MiB units within the buffer, and where
-//   free memory is fragmented the kernel may compact it on the first fault.
+//   blocks inside the buffer, is skipped for outputs under kHugeBytes, and is
+//   undone when the call returns (see the class for why).
 // - prefault_for_writing, once per chunk: one call populates the chunk's
 //   output range instead of one fault per page, and runs on each thread.
 //
-// Both are advisory: they change no data (pages already present are left
-// alone) and where unsupported (THP disabled, Linux before 5.14 for
-// MADV_POPULATE_WRITE, other systems) nothing happens and writes fault as
-// usual.
+// Both change no data (pages already present are left alone). Where THP is
+// disabled, on Linux before 5.14 (no MADV_POPULATE_WRITE) and on other
+// systems, nothing happens and writes fault as usual.
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;  // x86-64, and aarch64 with 4 KiB pages
 inline constexpr std::size_t kHugeBytes = 2 * kHugePage;
 inline constexpr std::size_t kPrefaultBytes = std::size_t{1} << 20;
@@ -66,14 +66,59 @@ inline void madvise_inside(void* data, std::size_t bytes, std::uintptr_t unit, i
 }
 #endif
 
-inline void advise_huge_pages(void* data, std::size_t bytes) {
+// True where the kernel gives huge pages only to memory advised with
+// MADV_HUGEPAGE ("madvise", the default of most distributions). Under
+// "always" all memory already gets them, under "never" none can.
+inline bool huge_pages_on_request() {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugeBytes) madvise_inside(data, bytes, kHugePage, MADV_HUGEPAGE);
+  static const bool on_request = [] {
+    std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes;  // e.g. "always [madvise] never": the chosen one in brackets
+    std::getline(file, modes);
+    return modes.find("[madvise]") != std::string::npos;
+  }();
+  return on_request;
 #else
-  (void)data;
-  (void)bytes;
+  return false;
 #endif
 }
+
+// Asks for huge pages on an output for as long as this object lives: create
+// it before the output is written, and let it end with the call.
+//
+// madvise marks the address range (the kernel's mapping), not the buffer:
+// left in place, the advice would outlive the output and apply to whatever
+// XLA's allocator puts at those addresses next (with glibc, the small and
+// mid-sized allocations that reuse freed heap memory), committing their
+// memory in 2 MiB blocks. So the destructor undoes it with MADV_NOHUGEPAGE:
+// the output's pages, already faulted in, stay huge; later faults there get
+// 4 KiB pages, as on memory nobody advised. That is the default only where
+// huge pages come on request, so nothing is advised elsewhere: under
+// "always", MADV_NOHUGEPAGE would take huge pages away from that memory.
+// (One side effect remains: memory that something else had advised, e.g.
+// glibc's heap under GLIBC_TUNABLES=glibc.malloc.hugetlb=1, loses that
+// advice where an output lay.)
+class HugePagesDuringCall {
+ public:
+  HugePagesDuringCall(void* data, std::size_t bytes) : data_(data), bytes_(bytes) {
+    advised_ = bytes >= kHugeBytes && huge_pages_on_request();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (advised_) madvise_inside(data_, bytes_, kHugePage, MADV_HUGEPAGE);
+#endif
+  }
+  ~HugePagesDuringCall() {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (advised_) madvise_inside(data_, bytes_, kHugePage, MADV_NOHUGEPAGE);
+#endif
+  }
+  HugePagesDuringCall(const HugePagesDuringCall&) = delete;
+  HugePagesDuringCall& operator=(const HugePagesDuringCall&) = delete;
+
+ private:
+  void* data_;
+  std::size_t bytes_;
+  bool advised_;
+};
 
 inline void prefault_for_writing(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
