@@ -65,7 +65,9 @@ def export_default(platforms, shape=(8, 128, 128)):
     specs = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((m, k), (k, n), (n,))]
     with target.export_context():
         return export.export(
-            jax.jit(fused_matmul), platforms=platforms, disabled_checks=target.EXPORT_DISABLED_CHECKS
+            jax.jit(fused_matmul),
+            platforms=platforms,
+            disabled_checks=target.EXPORT_DISABLED_CHECKS,
         )(*specs)
 
 
@@ -356,7 +358,8 @@ def test_blocks_are_tuned_for_the_device_the_kernel_runs_on(tmp_path, monkeypatc
     }
     (tmp_path / "blocks.json").write_text(json.dumps(table))
     monkeypatch.setenv(block_table.BLOCK_TABLE_ENV, str(tmp_path / "blocks.json"))
-    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands(np.random.default_rng(0), SHAPE)]
+    args = operands(np.random.default_rng(0), SHAPE)
+    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in args]
 
     def blocks(interpret):
         """The blocks of the kernel calls so far, native (False) or interpreted."""

@@ -126,17 +126,15 @@ def fused_matmul_kernel(
     each with the block sizes tuned for the device it runs on: the block table
     is read for the target's device kind, not this host's (block_table.py).
     """
-    sizes = {"block_m": block_m, "block_n": block_n, "block_k": block_k}
+    # This function again, with the same blocks: per shard, or once the
+    # platform decides whether the kernel is native or interpreted.
+    again = partial(fused_matmul_kernel, block_m=block_m, block_n=block_n, block_k=block_k)
     if _explicitly_sharded(a, b, bias):
         # pallas_call needs Manual mesh axes: run it per shard, on local shapes.
-        return _per_shard(partial(fused_matmul_kernel, **sizes, interpret=interpret), a, b, bias)
+        return _per_shard(partial(again, interpret=interpret), a, b, bias)
     if interpret is None:
         return kernel.native_or_interpreted(
-            partial(fused_matmul_kernel, **sizes, interpret=False),
-            partial(fused_matmul_kernel, **sizes, interpret=True),
-            a,
-            b,
-            bias,
+            partial(again, interpret=False), partial(again, interpret=True), a, b, bias
         )
     # Tuned for the device the kernel runs on: native, one of the kernel's
     # platform (maybe not this host's); interpreted, this host's.
@@ -144,7 +142,7 @@ def fused_matmul_kernel(
         kind = block_table.target_device_kind(kernel.PLATFORM)
     else:
         kind = block_table.device_kind()
-    blocks, table = _blocks(a, b, kind, **sizes)
+    blocks, table = _blocks(a, b, kind, block_m, block_n, block_k)
     try:
         _check_all_blocks(a, b, bias, blocks)
     except ValueError as error:

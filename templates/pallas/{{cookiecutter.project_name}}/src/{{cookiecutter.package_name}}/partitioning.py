@@ -97,11 +97,12 @@ def _partitioned_kernel(
     block_k: int | None,
     interpret: kernel.Interpret,
 ) -> jax.Array:
-    options = (("block_m", block_m), ("block_n", block_n), ("block_k", block_k))
     if _explicitly_sharded(a, b, bias):
         # custom_partitioning cannot run on Explicit mesh axes; the kernel
         # runs per shard there (through shard_map).
-        return fused_matmul_kernel(a, b, bias, **dict(options), interpret=interpret)  # type: ignore[arg-type]
+        return fused_matmul_kernel(
+            a, b, bias, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
+        )
 {%- if cookiecutter.backend == "mosaic_gpu" %}
     if kernel.interpreted(interpret):
         # The GPU interpreter works through ordered io_callbacks, an effect
@@ -111,6 +112,7 @@ def _partitioned_kernel(
             "fused_matmul_partitioned runs compiled on a GPU; on this host call fused_matmul"
         )
 {%- endif %}
+    options = (("block_m", block_m), ("block_n", block_n), ("block_k", block_k))
     return _partitioned(a, b, bias, (*options, ("interpret", interpret)))
 
 
