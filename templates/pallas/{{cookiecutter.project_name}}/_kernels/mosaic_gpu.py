@@ -58,12 +58,14 @@ limits, so matmul checks registers and SMEM itself before compiling.
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
+from jax.export import default_export_platform
 from jax.sharding import ManualAxisType
 
 BACKEND = "mosaic_gpu"
@@ -265,13 +267,29 @@ def _refuse_several_devices() -> None:
         )
 
 
+def native_or_interpreted[T](
+    native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
+) -> T:
+    """native(*operands) on a host with a GPU, interpreted(*operands) elsewhere.
+
+    The host's choice, not the lowering platform's (as the TPU and Triton
+    kernels choose, through lax.platform_dependent): on JAX 0.12 a
+    platform_dependent holding the interpreter fails to lower for the GPU
+    (the cond expects the interpreter's ordered io_callback tokens from the
+    native branch too), and the callbacks cannot be serialized for the CPU.
+    fused_matmul's implementation="auto" chooses per lowering platform
+    between the native kernel and the reference: that is the program to
+    export for a GPU from a CPU host."""
+    return native(*operands) if default_export_platform() == PLATFORM else interpreted(*operands)
+
+
 def _interpret(interpret: Interpret) -> bool | plgpu.InterpretGPUParams:
     """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere.
 
     Mosaic GPU interprets only under plgpu.InterpretGPUParams: plain True
     becomes the default parameters."""
     if interpret is None:
-        interpret = jax.default_backend() != "gpu"
+        interpret = default_export_platform() != PLATFORM
     if interpret is True:
         return plgpu.InterpretGPUParams()
     return interpret

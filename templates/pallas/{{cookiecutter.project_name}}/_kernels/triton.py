@@ -150,7 +150,12 @@ def matmul(
         out_shape=out_shape,
         compiler_params=COMPILER_PARAMS,
     )
-    outputs: list[jax.Array] = _native_or_interpreted(call, operands, interpret)
+    if interpret is None:
+        outputs: list[jax.Array] = native_or_interpreted(
+            lambda *x: call(interpret=False)(*x), lambda *x: call(interpret=True)(*x), *operands
+        )
+    else:
+        outputs = call(interpret=interpret)(*operands)
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
 
 
@@ -170,7 +175,7 @@ def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisTy
 def interpreted(interpret: Interpret) -> bool:
     """Whether a call with this interpret argument runs in Pallas's
     interpreter: as asked, and for None where this host lacks a GPU
-    (_native_or_interpreted chooses per lowering platform, but only the
+    (native_or_interpreted chooses per lowering platform, but only the
     host's programs run here)."""
     return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
 
@@ -187,24 +192,15 @@ def _refuse_varying(axes: frozenset[str]) -> None:
     )
 
 
-def _native_or_interpreted(
-    call: Callable[..., Callable[..., list[jax.Array]]],
-    operands: list[jax.Array],
-    interpret: Interpret,
-) -> list[jax.Array]:
-    """call(interpret=...)(*operands). interpret=None runs the kernel natively
-    where the program is lowered for GPU and interpreted for any other
-    platform, chosen per lowering platform by lax.platform_dependent: exported
-    for GPU from a CPU host, the program holds the kernel itself (the
+def native_or_interpreted[T](
+    native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
+) -> T:
+    """native(*operands) where the program is lowered for GPU, interpreted(*operands)
+    for any other platform: chosen per lowering platform by lax.platform_dependent,
+    so that a program exported for GPU from a CPU host holds the kernel itself (the
     host's jax.default_backend() would have chosen the interpreter)."""
-    if interpret is not None:
-        return call(interpret=interpret)(*operands)
-    outputs: list[jax.Array] = jax.lax.platform_dependent(
-        *operands,
-        cuda=lambda *x: call(interpret=False)(*x),
-        default=lambda *x: call(interpret=True)(*x),
-    )
-    return outputs
+    result: T = jax.lax.platform_dependent(*operands, cuda=native, default=interpreted)
+    return result
 
 
 def _kernel(

@@ -13,8 +13,9 @@ BAD_BLOCKS = {"block_m": 96}  # Triton needs power-of-two block sizes
 BAD_LOWERING = "power of 2"
 
 # Lowering for a GPU on a host without one needs an abstract GPU device.
-_H100 = AbstractDevice(device_kind="NVIDIA H100", num_cores=None, platform="gpu")
-_MESH = AbstractMesh((1,), ("x",), (AxisType.Explicit,), abstract_device=_H100)
+# fused_matmul also reads the block table for its device kind.
+DEVICE = AbstractDevice(device_kind="NVIDIA H100", num_cores=None, platform="gpu")
+_MESH = AbstractMesh((1,), ("x",), (AxisType.Explicit,), abstract_device=DEVICE)
 
 
 def lower(fn, *args) -> str:
@@ -46,6 +47,14 @@ def export_context():
     """The abstract GPU lowering needs (see lower above)."""
     return jax.sharding.use_abstract_mesh(_MESH)
 
+
+# One artifact for the CPU and the kernel's platform (platforms=("cpu", ...))
+# fails on JAX 0.12: lax.platform_dependent keeps only the branches for the
+# lowering platforms, but lowers each kept branch for all of them, so the
+# native kernel is lowered for the CPU too. Pinned: when JAX fixes it the test
+# fails; then assert that the artifact holds both. Until then, export one
+# artifact per platform.
+MULTI_PLATFORM_ERROR = (ValueError, "Only interpret mode is supported on CPU backend")
 
 # The sharding tests run the interpreted kernel on several CPU devices at once.
 INTERPRETS_SHARDED = True

@@ -102,11 +102,11 @@ SPEC = OpSpec(
     # Lowered for a TPU from this host, the program holds the Mosaic kernel.
     platforms={"cpu": "", "tpu": r"tpu_custom_call"},
 {%- elif cookiecutter.backend == "mosaic_gpu" %}
-    # None from this host: the kernel is interpreted here (the choice is the
+    # None for this op ("kernel"): it is interpreted here (the choice is the
     # host's, as lax.platform_dependent cannot hold the interpreter's ordered
-    # callbacks on JAX 0.12), and those callbacks cannot be serialized. Export
-    # from a GPU host; tests/test_composed.py lowers the kernel itself for cuda
-    # (interpret=False) and finds mosaic_gpu_v2 in the module.
+    # callbacks on JAX 0.12), and those callbacks cannot be serialized.
+    # tests/test_composed.py exports fused_matmul's default ("auto", chosen per
+    # lowering platform) for cuda from this host and finds mosaic_gpu_v2.
     platforms={},
 {%- else %}
     # Triton lowers only under an abstract GPU device (tests/target.py's

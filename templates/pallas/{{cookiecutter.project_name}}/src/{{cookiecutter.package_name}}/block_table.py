@@ -2,7 +2,17 @@
 
 The tuning command measures block sizes on the present device and writes a
 table (see tune.py). fused_matmul reads tables when it is traced (so set them
-up before the first jit call), for the block sizes the caller did not give:
+up before the first jit call), for the block sizes the caller did not give,
+under the kind of device the kernel will run on, which is not always this
+host's: the native kernel's entries are those of the kernel's platform's
+device (target_device_kind(kernel.PLATFORM)). Traced on a host without that device,
+to export for it, the program gets the entries of the device described with
+jax.sharding.use_abstract_mesh (an AbstractMesh whose abstract_device names
+the device kind and platform), and without one kernel.DEFAULT_BLOCKS, valid
+on every device of the platform. The interpreted kernel's entries are this
+host's (the device kind the tuner wrote when it ran here).
+
+Where the tables are, first match wins:
 
 1. the table at the path in the environment variable BLOCK_TABLE_ENV, if set
    (your tuning runs);
@@ -31,6 +41,7 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from jax import export
 
 BLOCK_TABLE_ENV = "{{ cookiecutter.package_name.upper() }}_BLOCK_TABLE"
 PACKAGED = "block_table.json"
@@ -50,17 +61,37 @@ def bucket(m: int, k: int, n: int) -> str:
 
 
 def device_kind() -> str:
+    """This host's device kind."""
     kind: str = jax.devices()[0].device_kind
     return kind
 
 
-def lookup(dtype: np.dtype, m: object, k: object, n: object) -> Tuned | None:
-    """The tuned blocks for this device, dtype and shape, or None. Symbolic
-    shapes (jax.export) have no bucket: they get the defaults."""
-    if not all(isinstance(size, int) for size in (m, k, n)):
+def target_device_kind(platform: str) -> str | None:
+    """The kind of device a program lowered for platform ("tpu", "cuda", as
+    jax.export names platforms) runs on: this host's, if it is of that
+    platform; else the device the caller describes with
+    jax.sharding.use_abstract_mesh (exporting for a TPU from a CPU host, say);
+    else None: unknown, so no tuned entry applies."""
+    if export.default_export_platform() == platform:
+        return device_kind()
+    described = jax.sharding.get_abstract_mesh().abstract_device
+    # AbstractDevice takes JAX's device.platform name: "gpu" for "cuda".
+    if described is not None and _CANONICAL.get(described.platform, described.platform) == platform:
+        return str(described.device_kind)
+    return None
+
+
+_CANONICAL = {"gpu": "cuda"}
+
+
+def lookup(kind: str | None, dtype: np.dtype, m: object, k: object, n: object) -> Tuned | None:
+    """The tuned blocks for this device kind, dtype and shape, or None.
+    Symbolic shapes (jax.export) have no bucket, nor an unknown device a
+    kind: they get the defaults."""
+    if kind is None or not all(isinstance(size, int) for size in (m, k, n)):
         return None
     key = bucket(m, k, n)  # type: ignore[arg-type]  # ints, checked above
-    kind, dtype_name = device_kind(), np.dtype(dtype).name
+    dtype_name = np.dtype(dtype).name
     for path in table_paths():
         entry = read(path).get(kind, {}).get(dtype_name, {}).get(key)
         if entry is not None:

@@ -15,9 +15,12 @@ Around the kernel, what makes it usable in a model:
 
 - implementation="auto" | "kernel" | "reference" (and the environment
   variable IMPLEMENTATION_ENV, which overrides it everywhere): "auto" runs the
-  kernel on its own hardware and the plain-JAX reference anywhere else.
-- Block sizes come from the tuned table (block_table.py) when the caller
-  gives none, else from kernel.DEFAULT_BLOCKS.
+  kernel on its own hardware and the plain-JAX reference anywhere else,
+  chosen per platform the program is lowered for (lax.platform_dependent),
+  not by the host that traces it: exported for a TPU from a CPU host, the
+  program holds the kernel.
+- Block sizes come from the tuned table (block_table.py) for the device the
+  kernel runs on when the caller gives none, else from kernel.DEFAULT_BLOCKS.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
   shard through jax.shard_map. For jit with Auto shardings, see
   partitioning.py.
@@ -26,11 +29,10 @@ Around the kernel, what makes it usable in a model:
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, cast, get_args
 
 import jax
 import jax.numpy as jnp
-from jax.export import default_export_platform
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
@@ -73,31 +75,74 @@ def fused_matmul(
 
     implementation: kernel runs the Pallas kernel (interpreted, on the CPU,
     where its hardware is absent: slow, for tests), reference the plain-JAX
-    reference, auto the kernel on its hardware and the reference elsewhere.
-    The environment variable IMPLEMENTATION_ENV overrides it.
+    reference, auto the kernel where the program is lowered for the kernel's
+    platform and the reference for any other (so a program exported from a
+    CPU host for the kernel's platform holds the kernel). The environment
+    variable IMPLEMENTATION_ENV overrides it.
 
-    Block sizes not given come from the tuned table (block_table.py), else
-    kernel.DEFAULT_BLOCKS, and are checked against the target's tiling rules
-    before anything is lowered. interpret=None runs the kernel natively on its
-    target and interpreted elsewhere; pass True / False (or the interpreter's
-    settings) to choose.
+    Block sizes not given come from the tuned table for the device the kernel
+    runs on (block_table.py), else kernel.DEFAULT_BLOCKS, and are checked
+    against the target's tiling rules before anything is lowered.
+    interpret=None runs the kernel natively on its target and interpreted
+    elsewhere; pass True / False (or the interpreter's settings) to choose.
     """
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
     _check_operands(a, b, bias)
-    if resolve_implementation(implementation) == "reference":
+    choice = resolve_implementation(implementation)
+    if choice == "reference":
         return fused_matmul_reference(a, b, bias)
+    run = partial(
+        fused_matmul_kernel, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
+    )
+    if choice == "kernel":
+        return run(a, b, bias)
+    # "auto": chosen per lowering platform, not by this host's backend, so that
+    # a program exported for the kernel's platform from any host holds the
+    # kernel (native, unless the caller asked for the interpreter), and one
+    # lowered for any other platform the reference.
+    native = partial(run, interpret=False if interpret is None else interpret)
+    branches = {kernel.PLATFORM: native}
+    result: jax.Array = jax.lax.platform_dependent(
+        a, b, bias, **branches, default=fused_matmul_reference
+    )
+    return result
+
+
+def fused_matmul_kernel(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array,
+    *,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    block_k: int | None = None,
+    interpret: kernel.Interpret = None,
+) -> jax.Array:
+    """fused_matmul's kernel, whatever IMPLEMENTATION_ENV says (the tuner times
+    this), on operands fused_matmul has checked.
+
+    interpret=None runs the kernel natively where the program is lowered for
+    the kernel's platform and interpreted elsewhere (kernel.native_or_interpreted),
+    each with the block sizes tuned for the device it runs on: the block table
+    is read for the target's device kind, not this host's (block_table.py).
+    """
+    # This function again, with the same blocks: per shard, or once the
+    # platform decides whether the kernel is native or interpreted.
+    again = partial(fused_matmul_kernel, block_m=block_m, block_n=block_n, block_k=block_k)
     if _explicitly_sharded(a, b, bias):
         # pallas_call needs Manual mesh axes: run it per shard, on local shapes.
-        local = partial(
-            fused_matmul,
-            implementation="kernel",
-            block_m=block_m,
-            block_n=block_n,
-            block_k=block_k,
-            interpret=interpret,
+        return _per_shard(partial(again, interpret=interpret), a, b, bias)
+    if interpret is None:
+        return kernel.native_or_interpreted(
+            partial(again, interpret=False), partial(again, interpret=True), a, b, bias
         )
-        return _per_shard(local, a, b, bias)
-    blocks, table = _blocks(a, b, block_m, block_n, block_k)
+    # Tuned for the device the kernel runs on: native, one of the kernel's
+    # platform (maybe not this host's); interpreted, this host's.
+    if interpret is False:
+        kind = block_table.target_device_kind(kernel.PLATFORM)
+    else:
+        kind = block_table.device_kind()
+    blocks, table = _blocks(a, b, kind, block_m, block_n, block_k)
     try:
         _check_all_blocks(a, b, bias, blocks)
     except ValueError as error:
@@ -113,18 +158,15 @@ def fused_matmul(
     return _fused_matmul(a, b, bias, blocks, interpret)
 
 
-def resolve_implementation(implementation: str) -> Literal["kernel", "reference"]:
-    """The implementation a call runs: the environment variable wins, then the
-    argument; "auto" is the kernel on its own platform only."""
+def resolve_implementation(implementation: str) -> Implementation:
+    """The implementation a call asks for: the environment variable wins, then
+    the argument. ("auto" is chosen later, per lowering platform.)"""
     forced = os.environ.get(IMPLEMENTATION_ENV, "")
     choice = forced or implementation
     if choice not in IMPLEMENTATIONS:
         source = f"${IMPLEMENTATION_ENV}" if forced else "implementation"
         raise ValueError(f"{source} must be one of {IMPLEMENTATIONS}, got {choice!r}")
-    if choice == "auto":
-        # Canonical platform names ("cuda", not JAX's device.platform "gpu").
-        return "kernel" if default_export_platform() == kernel.PLATFORM else "reference"
-    return "kernel" if choice == "kernel" else "reference"
+    return cast(Implementation, choice)  # one of IMPLEMENTATIONS, checked above
 
 
 def _check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
@@ -144,13 +186,18 @@ def _check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
 
 
 def _blocks(
-    a: jax.Array, b: jax.Array, block_m: int | None, block_n: int | None, block_k: int | None
+    a: jax.Array,
+    b: jax.Array,
+    device_kind: str | None,
+    block_m: int | None,
+    block_n: int | None,
+    block_k: int | None,
 ) -> tuple[Blocks, str | None]:
     """The caller's block sizes; those not given from the tuned table for this
-    device, dtype and shape, else the kernel's defaults. Also returns the
+    device kind, dtype and shape, else the kernel's defaults. Also returns the
     table's path when an entry was used, for error messages."""
     (m, k), n = a.shape, b.shape[1]
-    tuned = block_table.lookup(a.dtype, m, k, n)
+    tuned = block_table.lookup(device_kind, a.dtype, m, k, n)
     defaults = kernel.DEFAULT_BLOCKS if tuned is None else tuned.blocks
     given = {"block_m": block_m, "block_n": block_n, "block_k": block_k}
     blocks = Blocks(**{k: defaults[k] if v is None else v for k, v in given.items()})

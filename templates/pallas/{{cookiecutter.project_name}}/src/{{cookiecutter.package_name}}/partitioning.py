@@ -43,7 +43,7 @@ from .fused_matmul import (
     _check_operands,
     _explicitly_sharded,
     _mesh_axes,
-    fused_matmul,
+    fused_matmul_kernel,
     resolve_implementation,
 )
 from .reference import fused_matmul_reference
@@ -70,20 +70,38 @@ def fused_matmul_partitioned(
     Same arguments; block sizes apply to each device's blocks."""
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
     _check_operands(a, b, bias)
-    if resolve_implementation(implementation) == "reference":
+    choice = resolve_implementation(implementation)
+    if choice == "reference":
         return fused_matmul_reference(a, b, bias)  # XLA partitions plain JAX itself
+    run = partial(
+        _partitioned_kernel, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
+    )
+    if choice == "kernel":
+        return run(a, b, bias)
+    # "auto": per lowering platform, as in fused_matmul.
+    native = partial(run, interpret=False if interpret is None else interpret)
+    branches = {kernel.PLATFORM: native}
+    result: jax.Array = jax.lax.platform_dependent(
+        a, b, bias, **branches, default=fused_matmul_reference
+    )
+    return result
+
+
+def _partitioned_kernel(
+    a: jax.Array,
+    b: jax.Array,
+    bias: jax.Array,
+    *,
+    block_m: int | None,
+    block_n: int | None,
+    block_k: int | None,
+    interpret: kernel.Interpret,
+) -> jax.Array:
     if _explicitly_sharded(a, b, bias):
-        # custom_partitioning cannot run on Explicit mesh axes; fused_matmul
-        # runs the kernel per shard there.
-        return fused_matmul(
-            a,
-            b,
-            bias,
-            implementation="kernel",
-            block_m=block_m,
-            block_n=block_n,
-            block_k=block_k,
-            interpret=interpret,
+        # custom_partitioning cannot run on Explicit mesh axes; the kernel
+        # runs per shard there (through shard_map).
+        return fused_matmul_kernel(
+            a, b, bias, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
         )
 {%- if cookiecutter.backend == "mosaic_gpu" %}
     if kernel.interpreted(interpret):
@@ -102,7 +120,7 @@ def fused_matmul_partitioned(
 def _forward(a: jax.Array, b: jax.Array, bias: jax.Array, options: Options) -> jax.Array:
     # What runs when nothing is sharded (and what the partitioner would
     # otherwise gather for).
-    return fused_matmul(a, b, bias, implementation="kernel", **dict(options))  # type: ignore[arg-type]
+    return fused_matmul_kernel(a, b, bias, **dict(options))  # type: ignore[arg-type]
 
 
 def _partition(
@@ -125,7 +143,7 @@ def _partition(
         mesh, rows, cols = Mesh(np.array(devices), ("devices",)), None, None
 
     def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
-        return fused_matmul(a, b, bias, implementation="kernel", **dict(options))  # type: ignore[arg-type]
+        return fused_matmul_kernel(a, b, bias, **dict(options))  # type: ignore[arg-type]
 
     def sharding(*spec: object) -> NamedSharding:
         return NamedSharding(mesh, P(*spec))

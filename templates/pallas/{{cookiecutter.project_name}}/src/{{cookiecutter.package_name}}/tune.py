@@ -5,10 +5,13 @@ example, with your package's name for PACKAGE:
     python -m PACKAGE.tune --shape 4096 4096 4096 --dtype bfloat16 --output blocks.json
     export PACKAGE_BLOCK_TABLE=$PWD/blocks.json   # fused_matmul now uses them
 
-Each candidate is first checked against the plain-JAX reference: a block size
-that gives a wrong answer (a kernel bug that only some tilings show) is
-rejected, never timed, however fast it is. Candidates the kernel's tiling
-rules refuse are skipped with the reason. On a host without the kernel's
+The tuner always times the kernel (whatever PACKAGE_IMPLEMENTATION says), and
+each candidate is first checked: against the kernel's tiling rules for every
+matmul the op makes, forward and backward (candidates they refuse are skipped
+with the reason), then against the plain-JAX reference: a block size that
+gives a wrong answer (a kernel bug that only some tilings show) is rejected,
+never timed, however fast it is. So every entry it writes is one the kernel
+accepts. On a host without the kernel's
 hardware the kernel runs in interpret mode: the command still proves the
 machinery (and writes an entry for this host's device kind), but its timings
 say nothing about the hardware, and it says so.
@@ -29,7 +32,7 @@ import numpy as np
 from jax import export
 
 from . import block_table, kernel
-from .fused_matmul import fused_matmul
+from .fused_matmul import fused_matmul_kernel
 from .reference import fused_matmul_reference
 
 # Largest error allowed, relative to the output's largest magnitude. Loose
@@ -61,9 +64,11 @@ def tune(
     trials = []
     for blocks in candidates:
         bm, bn, bk = blocks
-        run = jax.jit(
-            partial(fused_matmul, implementation="kernel", block_m=bm, block_n=bn, block_k=bk)
-        )
+        # The kernel itself, not fused_matmul: IMPLEMENTATION_ENV set to
+        # reference would have the tuner time the reference, and write blocks
+        # the kernel never checked. fused_matmul_kernel checks the blocks
+        # against the kernel's tiling rules, forward and backward, first.
+        run = jax.jit(partial(fused_matmul_kernel, block_m=bm, block_n=bn, block_k=bk))
         try:
             got = np.asarray(run(a, b, bias), np.float64)
         except ValueError as error:  # the kernel's tiling rules refuse it
