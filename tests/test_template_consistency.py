@@ -20,6 +20,9 @@ IDENTICAL = [
     f"{P}/.github/workflows/ci.yml",
     f"{P}/.gitignore",
     f"{P}/tests/conftest.py",
+    # The comparison with the float64 oracles, in ulps; each project states its
+    # tolerances next to its oracle (tests/oracle.py).
+    f"{P}/tests/compare.py",
     # The conformance matrix: one module, its test driver and the README table's
     # writer; each project declares its own op in tests/op_spec.py.
     f"{P}/tests/conformance.py",
