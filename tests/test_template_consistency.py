@@ -80,7 +80,6 @@ ABSENT = {
 # Files that are each template's own (its oracle, its fixtures) around shared
 # top-level definitions, which must be identical in every template.
 SHARED_DEFINITIONS = {
-    f"{P}/tests/oracle.py": ("WORST", "rtol_for", "assert_close"),
     f"{P}/tests/conftest.py": (
         "rng",
         "pytest_terminal_summary",

@@ -34,7 +34,7 @@ class Ulps:
     at_scale: float = 0.0
 
 
-WORST = {"fraction": 0.0, "ulps": 0.0, "dtype": "", "test": ""}
+WORST = {"error": 0.0, "fraction": 0.0, "ulps": 0.0, "dtype": "", "test": ""}
 
 
 def spacing(dtype, value):
@@ -77,6 +77,7 @@ def assert_close(got, want, ulps: Ulps, dtype=None):
     off = float(error[worst] / spacing(dtype, want[worst]))
     if fraction[worst] > WORST["fraction"] or not WORST["test"]:
         WORST.update(
+            error=float(error[worst]),
             fraction=float(fraction[worst]),
             ulps=off,
             dtype=dtype.name,

@@ -44,8 +44,9 @@ def rng(request):
 def pytest_terminal_summary(terminalreporter):
     if WORST["test"]:
         terminalreporter.write_line(
-            f"oracle: worst element {WORST['ulps']:.3g} ulps of {WORST['dtype']} off "
-            f"({100 * WORST['fraction']:.1f}% of its tolerance) in {WORST['test']}"
+            f"oracle: worst error {WORST['error']:.2e} "
+            f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}: "
+            f"{WORST['ulps']:.3g} ulps of {WORST['dtype']}"
         )
 
 

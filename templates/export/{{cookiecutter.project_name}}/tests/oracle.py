@@ -4,7 +4,8 @@ import numpy as np
 
 from compare import Ulps
 
-# TOLERANCES
+VALUES = Ulps(1e9)
+GRADIENTS = Ulps(1e9)
 
 
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" %}

@@ -4,7 +4,8 @@ import numpy as np
 
 from compare import Ulps
 
-# TOLERANCES
+VALUES = Ulps(1e9)
+GRADIENTS = Ulps(1e9)
 
 
 def shape_id(shape) -> str:

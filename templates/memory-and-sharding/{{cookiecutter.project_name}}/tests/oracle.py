@@ -5,7 +5,9 @@ import numpy as np
 
 from compare import Ulps
 
-# TOLERANCES
+VALUES = Ulps(1e9)
+GRADIENTS = Ulps(1e9)
+STEPS = Ulps(1e9)
 
 
 def shape_id(shape) -> str:

@@ -1,11 +1,13 @@
 """Independent float64 NumPy oracle."""
 
 import math
+
 import numpy as np
 
 from compare import Ulps
 
-# TOLERANCES
+VALUES = Ulps(1e9)
+GRADIENTS = Ulps(1e9)
 
 
 # GELU's tanh form, the one the reference uses (jax.nn.gelu(approximate=True)):
