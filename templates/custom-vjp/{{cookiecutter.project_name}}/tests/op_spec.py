@@ -16,7 +16,7 @@ from conformance import Arg, OpSpec, Refuse
 {% else -%}
 from conformance import Arg, OpSpec
 {% endif -%}
-from oracle import GRADIENTS, DISTANCES, distances_f64
+from oracle import DISTANCES, GRADIENTS, distances_f64
 {%- if cookiecutter.rule == "vjp" %}
 
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.

@@ -4,8 +4,13 @@ import numpy as np
 
 from compare import Ulps
 
-VALUES = Ulps(1e9)
-GRADIENTS = Ulps(1e9)
+# How far the model may be from this oracle, in ulps (tests/compare.py). Its
+# outputs and gradients are sums over hidden features and positions whose
+# terms cancel (matmuls, tanh, softmax pooling), so the rounding is on the
+# scale of the largest entry, not of each: measured at most 7.2 ulps of the
+# largest output and 4.1 of the largest gradient (float32); 16 for both.
+VALUES = Ulps(at_value=0, at_scale=16)
+GRADIENTS = Ulps(at_value=0, at_scale=16)
 
 
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" %}

@@ -58,7 +58,7 @@ def test_round_trip_matches_numpy(loaded, sizes):
     # The independent float64 oracle: float32 matmuls and tanh, a few ulps per term.
     want = predict_f64(init_params(), *inputs.values())
     assert got.shape == want.shape
-    assert_close(got, want, GRADIENTS)
+    assert_close(got, want, VALUES)
 
 
 def test_metadata_describes_the_artifact(saved, loaded):
@@ -145,7 +145,7 @@ def test_inputs_are_checked_once_per_signature(loaded, monkeypatch):
     first, second = inputs_for(fresh, SIZES[1]), inputs_for(fresh, SIZES[2], seed=1)
     for inputs in [first, first, second, first, second]:
         want = predict_f64(init_params(), *inputs.values())
-        assert_close(fresh(*inputs.values()), want, GRADIENTS)
+        assert_close(fresh(*inputs.values()), want, VALUES)
     assert len(checked) == 2  # one per signature, however many calls
     # The same shapes with another dtype are another signature, checked anew
     # (without x64 JAX itself would take float64 as float32), and a failed
@@ -347,7 +347,7 @@ def test_expired_artifact_loads_with_the_escape_hatch(expired):
         jax.config.update(artifact.EXPIRED_VERSIONS_FLAG, previous)
     inputs = inputs_for(old, SIZES[1])
     want = predict_f64(init_params(), *inputs.values())
-    assert_close(old(*inputs.values()), want, GRADIENTS)
+    assert_close(old(*inputs.values()), want, VALUES)
 
 
 def test_missing_files(tmp_path):
