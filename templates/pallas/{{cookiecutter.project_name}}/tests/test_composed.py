@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }} import (
 
 import target
 from compare import assert_close
-from oracle import VALUES, fused_matmul_f64, fused_matmul_vjp_f64
+from oracle import GRADIENTS, VALUES, fused_matmul_f64, fused_matmul_vjp_f64
 
 
 def operands(rng, shape, dtype=jnp.float32):
@@ -186,7 +186,7 @@ def check_sharded_run(f, args, sharded):
     assert y.sharding.spec == P("rows", "cols")
     assert_close(y, fused_matmul_f64(*args), VALUES)
     for got, want in zip(grads, fused_matmul_vjp_f64(*args, g), strict=True):
-        assert_close(got, want, VALUES)
+        assert_close(got, want, GRADIENTS)
 
 
 def test_explicit_mesh_runs_the_kernel_per_shard(rng):

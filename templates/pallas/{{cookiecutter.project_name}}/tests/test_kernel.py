@@ -13,7 +13,7 @@ from {{ cookiecutter.package_name }} import fused_matmul as op
 
 import target
 from compare import assert_close
-from oracle import VALUES, fused_matmul_f64, fused_matmul_vjp_f64
+from oracle import GRADIENTS, VALUES, fused_matmul_f64, fused_matmul_vjp_f64
 
 needs_target = pytest.mark.skipif(not target.present(), reason=f"needs a {target.NAME} device")
 # Ragged shapes: edges that do not divide the default 128 blocks, on every axis.
@@ -96,7 +96,7 @@ def test_gradients_match_numpy(rng, shape, dtype):
     grads = jax.jit(vjp(fused_matmul, interpret=True))(*args, g)
     for got, want, arg in zip(grads, fused_matmul_vjp_f64(*args, g), args, strict=True):
         assert got.dtype == arg.dtype
-        assert_close(got, want, VALUES)
+        assert_close(got, want, GRADIENTS)
 
 
 def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
@@ -107,7 +107,7 @@ def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
     assert_close(y, fused_matmul_f64(*args), VALUES)
     grads = vjp(fused_matmul, interpret=strict)(*args, g)
     for got, want in zip(grads, fused_matmul_vjp_f64(*args, g), strict=True):
-        assert_close(got, want, VALUES)
+        assert_close(got, want, GRADIENTS)
 {%- if cookiecutter.backend == "tpu" %}
 
 
