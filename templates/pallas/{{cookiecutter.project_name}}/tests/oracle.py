@@ -19,6 +19,17 @@ VALUES = Ulps(at_value=0, at_scale=8)
 # the other operand's axis: measured at most 18 ulps of the largest entry
 # (float32); 32.
 GRADIENTS = Ulps(at_value=0, at_scale=32)
+# bfloat16 operands, counted in float32's ulps (2**16 of them make one of
+# bfloat16's). The kernel against the reference, both rounded to bfloat16:
+# they differ by up to 0.125 of a bfloat16 ulp of the largest entry beyond the
+# two roundings (measured on CPU; where the reference's float32 sums lose it
+# is not established); a quarter.
+BFLOAT16_VALUES = Ulps(at_value=0, at_scale=2**14)
+# The backward feeds dz rounded to bfloat16 into its matmuls (the tensor
+# units' input dtype): every product carries that half-ulp rounding, so the
+# sums are off by a fraction of a bfloat16 ulp of the largest entry. Measured
+# at most 0.4 of one; one.
+BFLOAT16_GRADIENTS = Ulps(at_value=0, at_scale=2**16)
 
 
 # GELU's tanh form, the one the reference uses (jax.nn.gelu(approximate=True)):
