@@ -15,8 +15,8 @@ from {{ cookiecutter.package_name }} import top_k, top_k_reference
 from {{ cookiecutter.package_name }}.hlo import collectives, compiled_text
 from {{ cookiecutter.package_name }}.sharded_top_k import SHARD_ITEMS, SOFTMAX
 
-from conftest import mesh_devices
 from compare import assert_close
+from conftest import mesh_devices
 from oracle import GRADIENTS, VALUES, quantized_with_ties, top_k_f64, top_k_vjp_f64
 
 # (batch devices, item devices): 8 either way, both 2-D splits, and one device.

@@ -12,7 +12,7 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
 from compare import assert_close
-from oracle import GRADIENTS, VALUES, predict_f64
+from oracle import {% if seq %}GRADIENTS, {% endif %}VALUES, predict_f64
 
 METADATA = {"inputs": artifact.input_metadata()}
 SIZES = [{% if seq %}(1, 1), (3, 7), (8, 128), (33, 50){% else %}(1,), (3,), (257,){% endif %}]

@@ -137,9 +137,7 @@ def test_forward_mode_is_unavailable(rng):
 def test_jit_matches_eager(rng):
     x = data(rng, (9, 13), "float32")
     assert_close(jax.jit(rms_norm)(x), rms_norm(x), VALUES)
-    assert_close(
-        jax.jit(lambda x: rms_norm(x, eps=0.25))(x), rms_norm(x, eps=0.25), VALUES
-    )
+    assert_close(jax.jit(lambda x: rms_norm(x, eps=0.25))(x), rms_norm(x, eps=0.25), VALUES)
 
 
 @pytest.mark.parametrize("in_axes", [0, 1])

@@ -72,9 +72,7 @@ def test_hijax_primitive_jit_vmap_export(rng):
     mapped = jax.vmap(hijax_matvec, in_axes=(None, None, None, 0))(
         *(a[0] for a in args[:3]), args[3]
     )
-    assert_close(
-        mapped, tridiagonal_matvec_f64(*(a[:1] for a in args[:3]), args[3]), VALUES
-    )
+    assert_close(mapped, tridiagonal_matvec_f64(*(a[:1] for a in args[:3]), args[3]), VALUES)
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
     loaded = export.deserialize(export.export(jax.jit(hijax_matvec))(*specs).serialize())
     assert_close(loaded.call(*args), want, VALUES)

@@ -16,8 +16,8 @@ from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matv
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
-from conftest import mesh_devices
 from compare import assert_close
+from conftest import mesh_devices
 from oracle import (
     GRADIENTS,
     THROUGH_A_LOSS,

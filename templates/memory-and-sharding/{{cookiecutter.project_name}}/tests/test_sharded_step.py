@@ -28,8 +28,8 @@ from {{ cookiecutter.package_name }}.sharded_step import (
     TENSOR_PARALLEL,
 )
 
-from conftest import mesh_devices
 from compare import assert_close
+from conftest import mesh_devices
 from oracle import GRADIENTS, STEPS, VALUES, make_problem, step_f64
 
 LAYERS = 4
