@@ -13,8 +13,8 @@ from compare import Ulps
 #
 # gelu(a @ b + bias): each entry sums k products whose terms cancel, so the
 # rounding is on the scale of the largest entry, not of each. Measured at most
-# 4.7 ulps of the largest entry (float32); 8.
-VALUES = Ulps(at_value=0, at_scale=8)
+# 8.1 ulps of the largest entry (float32, the reference at k = 512); 16.
+VALUES = Ulps(at_value=0, at_scale=16)
 # The cotangents are matmuls of the same kind through gelu's derivative, over
 # the other operand's axis: measured at most 18 ulps of the largest entry
 # (float32); 32.
