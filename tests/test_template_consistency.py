@@ -20,6 +20,9 @@ IDENTICAL = [
     f"{P}/.github/workflows/ci.yml",
     f"{P}/.gitignore",
     f"{P}/tests/conftest.py",
+    # The comparison with the float64 oracles, in ulps; each project states its
+    # tolerances next to its oracle (tests/oracle.py).
+    f"{P}/tests/compare.py",
     # The conformance matrix: one module, its test driver and the README table's
     # writer; each project declares its own op in tests/op_spec.py.
     f"{P}/tests/conformance.py",
@@ -77,7 +80,6 @@ ABSENT = {
 # Files that are each template's own (its oracle, its fixtures) around shared
 # top-level definitions, which must be identical in every template.
 SHARED_DEFINITIONS = {
-    f"{P}/tests/oracle.py": ("WORST", "rtol_for", "assert_close"),
     f"{P}/tests/conftest.py": (
         "rng",
         "pytest_terminal_summary",

@@ -12,7 +12,7 @@ raises and what to use instead.
 from {{ cookiecutter.package_name }} import top_k, top_k_reference
 
 from conformance import Arg, OpSpec, Refuse
-from oracle import top_k_f64
+from oracle import GRADIENTS, VALUES, top_k_f64
 
 # k is static (it fixes the output shape): the cells call the op at one k.
 K = 3
@@ -34,6 +34,8 @@ SPEC = OpSpec(
     # Values, and the integer indices (not differentiated).
     outputs=(("b", "k"), ("b", "k")),
     sizes={"b": 8, "n": 16, "k": K},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
     batch_axes=("b",),
     shard_map_axes=("b",),
     symbolic_axis="b",

@@ -16,7 +16,7 @@ from conformance import Arg, OpSpec, Refuse
 {% else -%}
 from conformance import Arg, OpSpec
 {% endif -%}
-from oracle import distances_f64
+from oracle import DISTANCES, GRADIENTS, distances_f64
 {%- if cookiecutter.rule == "vjp" %}
 
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.
@@ -38,6 +38,8 @@ SPEC = OpSpec(
     args=(Arg("x", ("n", "k")), Arg("y", ("m", "k"))),
     outputs=(("n", "m"),),
     sizes={"n": 8, "m": 4, "k": 4},
+    tolerance=DISTANCES,
+    gradient_tolerance=GRADIENTS,
     # No batch axes: the op takes 2-D point sets only (vmap adds the batch).
     # Each shard of x's points (or y's) gives that shard of the rows (columns).
     shard_map_axes=("n", "m"),

@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
 from conformance import Arg, OpSpec, Refuse
-from oracle import predict_f64
+from oracle import GRADIENTS, VALUES, predict_f64
 {% if cookiecutter.vjp_order == "0" %}
 # Every cell that differentiates: all of autodiff but the forward mode, and
 # the gradient half of vmap, control flow, shard_map and sharded jit.
@@ -76,6 +76,8 @@ SPEC = OpSpec(
 {%- endif %}
     outputs=(("b", "c"),),
     sizes={"b": 8, {% if seq %}"s": 4, {% endif %}"f": 16, "c": 4},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
     # No batch_axes: the artifact's signature has b, it takes no input without
     # it; vmap over a new axis folds that axis into b (composable_call).
     shard_map_axes=("b",),

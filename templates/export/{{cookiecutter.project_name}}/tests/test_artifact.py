@@ -17,7 +17,8 @@ from jax._src.export import serialization_generated as flatbuffer
 from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import {% if seq %}MAX_LEN, {% endif %}init_params, predict
 
-from oracle import assert_close, predict_f64, rtol_for
+from compare import assert_close
+from oracle import GRADIENTS, VALUES, predict_f64
 
 # Concrete sizes for every symbolic dimension, edges included.
 SIZES = [{% if seq %}(1, 1), (2, 3), (5, 17), (64, 1), (3, {{ "MAX_LEN" }}){% else %}(1,), (2,), (17,), (1000,){% endif %}]
@@ -57,7 +58,7 @@ def test_round_trip_matches_numpy(loaded, sizes):
     # The independent float64 oracle: float32 matmuls and tanh, a few ulps per term.
     want = predict_f64(init_params(), *inputs.values())
     assert got.shape == want.shape
-    assert_close(got, want, 10 * rtol_for("float32"))
+    assert_close(got, want, VALUES)
 
 
 def test_metadata_describes_the_artifact(saved, loaded):
@@ -144,7 +145,7 @@ def test_inputs_are_checked_once_per_signature(loaded, monkeypatch):
     first, second = inputs_for(fresh, SIZES[1]), inputs_for(fresh, SIZES[2], seed=1)
     for inputs in [first, first, second, first, second]:
         want = predict_f64(init_params(), *inputs.values())
-        assert_close(fresh(*inputs.values()), want, 10 * rtol_for("float32"))
+        assert_close(fresh(*inputs.values()), want, VALUES)
     assert len(checked) == 2  # one per signature, however many calls
     # The same shapes with another dtype are another signature, checked anew
     # (without x64 JAX itself would take float64 as float32), and a failed
@@ -209,7 +210,7 @@ def test_called_inside_another_export(loaded):
 def test_jit_of_the_loaded_call(loaded):
     inputs = inputs_for(loaded, SIZES[2])
     got = jax.jit(loaded.exported.call)(*inputs.values())
-    assert_close(got, predict(init_params(), *inputs.values()), rtol_for("float32"))
+    assert_close(got, predict(init_params(), *inputs.values()), VALUES)
 
 
 def test_vmap_is_not_supported_by_exported_calls(loaded):
@@ -235,7 +236,7 @@ def test_grad_through_the_artifact_matches_reference(loaded, sizes):
         return jnp.sum(predict(params, x, *rest) ** 2)
 
     want = jax.jit(jax.grad(loss))(x.astype(np.float64))
-    assert_close(got, want, 10 * rtol_for("float32"))
+    assert_close(got, want, GRADIENTS)
 {% endif %}
 
 def test_differentiable_to_the_declared_order(loaded):
@@ -396,7 +397,7 @@ def test_expired_artifact_loads_with_the_escape_hatch(expired):
         jax.config.update(artifact.EXPIRED_VERSIONS_FLAG, previous)
     inputs = inputs_for(old, SIZES[1])
     want = predict_f64(init_params(), *inputs.values())
-    assert_close(old(*inputs.values()), want, 10 * rtol_for("float32"))
+    assert_close(old(*inputs.values()), want, VALUES)
 
 
 def test_missing_files(tmp_path):

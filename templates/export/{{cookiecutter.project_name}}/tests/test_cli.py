@@ -13,7 +13,8 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.__main__ import main
 from {{ cookiecutter.package_name }}.reference import init_params
 
-from oracle import assert_close, predict_f64, rtol_for
+from compare import assert_close
+from oracle import VALUES, predict_f64
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -49,7 +50,7 @@ def test_export_then_run_in_a_fresh_process(exported, tmp_path):
     assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "out.npz") as out:
         want = predict_f64(init_params(), x{% if seq %}, mask{% endif %})
-        assert_close(out["output"], want, 10 * rtol_for("float32"))
+        assert_close(out["output"], want, VALUES)
 
 
 def test_run_with_random_inputs(exported):

@@ -13,7 +13,8 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.__main__ import GOLDEN
 from {{ cookiecutter.package_name }}.reference import init_params, predict
 
-from oracle import assert_close, rtol_for
+from compare import assert_close
+from oracle import VALUES
 
 REEXPORT = f"re-export it: python -m {artifact.__package__} export --golden"
 
@@ -51,10 +52,10 @@ def test_golden_artifact_still_loads_and_runs(golden):
         inputs = [data[spec["name"]] for spec in golden.metadata["inputs"]]
         expected = data["output"]
     got = golden(*inputs)
-    assert_close(got, expected, rtol_for("float32"))
+    assert_close(got, expected, VALUES)
     # The model code must still compute what was exported; if you changed it
     # on purpose, re-export the golden artifact.
-    assert_close(predict(init_params(), *inputs), expected, rtol_for("float32"))
+    assert_close(predict(init_params(), *inputs), expected, VALUES)
 
 
 def test_superseded_formats_are_flagged(golden):

@@ -14,7 +14,7 @@ from jax import export
 from {{ cookiecutter.package_name }} import FORWARD, TARGETS, rms_norm, rms_norm_reference
 
 from conformance import Arg, OpSpec, Refuse
-from oracle import rms_norm_f64
+from oracle import GRADIENTS, VALUES, rms_norm_f64
 
 SPEC = OpSpec(
     name="rms_norm",
@@ -26,6 +26,8 @@ SPEC = OpSpec(
     args=(Arg("x", ("b", "n")),),
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 16},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
     # Every leading axis is a batch of rows; n, the row, is reduced over.
     batch_axes=("b",),
     shard_map_axes=("b",),

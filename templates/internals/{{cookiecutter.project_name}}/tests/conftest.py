@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from packaging.requirements import Requirement  # packaging: a dependency of pytest
 
-from oracle import WORST
+from compare import WORST
 
 # Eight simulated CPU devices for the sharding tests. This must run before JAX
 # starts its backend, which is why it is here: pytest imports conftest.py
@@ -45,7 +45,8 @@ def pytest_terminal_summary(terminalreporter):
     if WORST["test"]:
         terminalreporter.write_line(
             f"oracle: worst error {WORST['error']:.2e} "
-            f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}"
+            f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}: "
+            f"{WORST['ulps']:.3g} ulps of {WORST['dtype']}"
         )
 
 

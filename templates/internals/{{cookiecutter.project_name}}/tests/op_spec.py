@@ -19,7 +19,7 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from conformance import Arg, OpSpec, Refuse
-from oracle import tridiagonal_matvec_f64
+from oracle import GRADIENTS, VALUES, tridiagonal_matvec_f64
 
 # The primitive works along the last axis, n: sharding it would split a row's
 # neighbours between devices, so the abstract evaluation refuses it.
@@ -42,6 +42,8 @@ SPEC = OpSpec(
     ),
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 12},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
     batch_axes=("b",),
     shard_map_axes=("b",),
     symbolic_axis="b",

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import pytest
 from jax import export
 
-from oracle import assert_close, rtol_for, tridiagonal_matvec_f64, tridiagonal_matvec_vjp_f64
+from compare import assert_close
+from oracle import GRADIENTS, VALUES, tridiagonal_matvec_f64, tridiagonal_matvec_vjp_f64
 
 hijax = pytest.importorskip("jax.experimental.hijax")
 
@@ -67,16 +68,14 @@ def operands(rng, shape):
 def test_hijax_primitive_jit_vmap_export(rng):
     args = operands(rng, (4, 9))
     want = tridiagonal_matvec_f64(*args)
-    assert_close(jax.jit(hijax_matvec)(*args), want, rtol_for("float64"))
+    assert_close(jax.jit(hijax_matvec)(*args), want, VALUES)
     mapped = jax.vmap(hijax_matvec, in_axes=(None, None, None, 0))(
         *(a[0] for a in args[:3]), args[3]
     )
-    assert_close(
-        mapped, tridiagonal_matvec_f64(*(a[:1] for a in args[:3]), args[3]), rtol_for("float64")
-    )
+    assert_close(mapped, tridiagonal_matvec_f64(*(a[:1] for a in args[:3]), args[3]), VALUES)
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
     loaded = export.deserialize(export.export(jax.jit(hijax_matvec))(*specs).serialize())
-    assert_close(loaded.call(*args), want, rtol_for("float64"))
+    assert_close(loaded.call(*args), want, VALUES)
 
 
 def test_hijax_primitive_gradient_through_its_transpose(rng):
@@ -84,7 +83,7 @@ def test_hijax_primitive_gradient_through_its_transpose(rng):
     ct = operands(rng, (4, 9))[0]
     got = jax.jit(jax.grad(lambda *a: jnp.sum(ct * hijax_matvec(*a)), argnums=(0, 1, 2, 3)))(*args)
     for g, w in zip(got, tridiagonal_matvec_vjp_f64(*args, ct), strict=True):
-        assert_close(g, w, 10 * rtol_for("float64"))
+        assert_close(g, w, GRADIENTS)
 
 
 def test_hijax_grad_needs_a_transpose_method(rng):

@@ -16,10 +16,12 @@ from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matv
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
+from compare import assert_close
 from conftest import mesh_devices
 from oracle import (
-    assert_close,
-    rtol_for,
+    GRADIENTS,
+    THROUGH_A_LOSS,
+    VALUES,
     shape_id,
     tridiagonal_matvec_f64,
     tridiagonal_matvec_vjp_f64,
@@ -65,7 +67,7 @@ def test_values_match_float64_oracle(rng, shape, dtype, jit):
     f = jax.jit(tridiagonal_matvec) if jit else tridiagonal_matvec
     got = f(*args)
     assert got.dtype == jnp.dtype(dtype)
-    assert_close(got, tridiagonal_matvec_f64(*args), rtol_for(dtype))
+    assert_close(got, tridiagonal_matvec_f64(*args), VALUES)
 
 
 def test_ignored_corners_do_not_matter(rng):
@@ -99,7 +101,7 @@ def test_gradients_match_float64_oracle(rng, shape, dtype):
 
     got = jax.jit(jax.grad(loss, argnums=ALL))(*args)
     for g, w in zip(got, tridiagonal_matvec_vjp_f64(*args, cotangent), strict=True):
-        assert_close(g, w, 10 * rtol_for(dtype))
+        assert_close(g, w, GRADIENTS)
 
 
 @pytest.mark.parametrize("shape", SHAPES[:5], ids=shape_id)
@@ -110,8 +112,8 @@ def test_jvp_matches_float64_oracle(rng, shape):
     dl, d, du, x = args
     tdl, td, tdu, tx = tangents
     want = tridiagonal_matvec_f64(tdl, td, tdu, x) + tridiagonal_matvec_f64(dl, d, du, tx)
-    assert_close(y, tridiagonal_matvec_f64(*args), rtol_for("float64"))
-    assert_close(ty, want, rtol_for("float64"))
+    assert_close(y, tridiagonal_matvec_f64(*args), VALUES)
+    assert_close(ty, want, VALUES)
 
 
 @pytest.mark.parametrize("argnums", [(3,), (0, 1, 2), (0, 3), ALL], ids=str)
@@ -125,7 +127,7 @@ def test_partial_gradients_match_reference(rng, argnums):
     got = jax.grad(loss(tridiagonal_matvec), argnums=argnums)(*args)
     want = jax.grad(loss(tridiagonal_matvec_reference), argnums=argnums)(*args)
     for g, w in zip(got, want, strict=True):
-        assert_close(g, w, 10 * rtol_for("float64"))
+        assert_close(g, w, THROUGH_A_LOSS)
 
 
 @pytest.mark.parametrize("modes", [["fwd"], ["rev"]], ids=str)
@@ -138,13 +140,13 @@ def test_linearize_and_linear_transpose_match_oracle(rng):
     dl, d, du, x = operands(rng, (3, 10), "float64")
     tx, ct = operands(rng, (3, 10), "float64")[:2]
     y, f_lin = jax.linearize(lambda x: tridiagonal_matvec(dl, d, du, x), x)
-    assert_close(f_lin(tx), tridiagonal_matvec_f64(dl, d, du, tx), rtol_for("float64"))
+    assert_close(f_lin(tx), tridiagonal_matvec_f64(dl, d, du, tx), VALUES)
     (ct_x,) = jax.linear_transpose(lambda x: tridiagonal_matvec(dl, d, du, x), x)(ct)
-    assert_close(ct_x, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[3], rtol_for("float64"))
+    assert_close(ct_x, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[3], VALUES)
     # Transposing with respect to the bands, x fixed.
     ct_bands = jax.linear_transpose(lambda *b: tridiagonal_matvec(*b, x), dl, d, du)(ct)
     for g, w in zip(ct_bands, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[:3], strict=True):
-        assert_close(g, w, rtol_for("float64"))
+        assert_close(g, w, VALUES)
 
 
 def test_vmap_over_other_axes_is_one_call(rng):
@@ -152,7 +154,7 @@ def test_vmap_over_other_axes_is_one_call(rng):
     xs = jnp.asarray(rng.standard_normal((12, 5)), jnp.float32)  # batch on axis 1
     f = jax.vmap(tridiagonal_matvec, in_axes=(None, None, None, 1), out_axes=1)
     got = f(dl, d, du, xs)
-    assert_close(got, tridiagonal_matvec_f64(dl, d, du, xs.T).T, rtol_for("float32"))
+    assert_close(got, tridiagonal_matvec_f64(dl, d, du, xs.T).T, VALUES)
     # The batching rule makes one call on a batched shape, not one per row.
     assert primitive_names(jax.make_jaxpr(f)(dl, d, du, xs).jaxpr).count(PRIMITIVE) == 1
 
@@ -171,7 +173,7 @@ def test_nested_vmap_with_mixed_axes(rng):
             for i in range(3)
         ]
     )
-    assert_close(got, want, rtol_for("float32"))
+    assert_close(got, want, VALUES)
 
 
 def test_vmap_of_grad(rng):
@@ -185,7 +187,7 @@ def test_vmap_of_grad(rng):
         per_row(tridiagonal_matvec_reference)(*args),
         strict=True,
     ):
-        assert_close(g, w, 10 * rtol_for("float64"))
+        assert_close(g, w, THROUGH_A_LOSS)
 
 
 def test_export_round_trip(rng):
@@ -210,7 +212,7 @@ def test_export_round_trip(rng):
     assert not re.search(r"custom_call @(?!shape_assertion)", exported.mlir_module())
 {%- endif %}
     loaded = export.deserialize(exported.serialize())
-    assert_close(loaded.call(*args), tridiagonal_matvec_f64(*args), rtol_for("float32"))
+    assert_close(loaded.call(*args), tridiagonal_matvec_f64(*args), VALUES)
 
 
 def test_sharded_batch_needs_no_communication(rng):
@@ -232,7 +234,7 @@ def test_sharded_batch_needs_no_communication(rng):
                 assert collective not in hlo, collective
         # The loss's sum is the only reduction across devices.
         assert "all-reduce" not in forward.lower(*sharded).compile().as_text()
-    assert_close(out, tridiagonal_matvec_f64(*args), rtol_for("float32"))
+    assert_close(out, tridiagonal_matvec_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize(

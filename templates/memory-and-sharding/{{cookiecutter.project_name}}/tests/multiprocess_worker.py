@@ -21,7 +21,8 @@ from jax.sharding import NamedSharding  # noqa: E402
 from {{ cookiecutter.package_name }} import make_mesh, train_step  # noqa: E402
 from {{ cookiecutter.package_name }}.sharded_step import BATCH_SPEC, W_IN_SPEC, W_OUT_SPEC  # noqa: E402
 
-from oracle import assert_close, make_problem, step_f64  # noqa: E402
+from compare import assert_close  # noqa: E402
+from oracle import STEPS, make_problem, step_f64  # noqa: E402
 
 mesh = make_mesh()  # every device of both processes
 # A fixed seed: every process builds the same host arrays, and each places
@@ -45,5 +46,5 @@ got = jax.tree.map(lambda a: multihost_utils.process_allgather(a, tiled=True), g
 for g, want in zip(
     jax.tree.leaves(got), jax.tree.leaves(step_f64(params, momentum, x, y)), strict=True
 ):
-    assert_close(g, want, 1e-5)
+    assert_close(g, want, STEPS)
 print(f"process {process_id}: ok on {jax.device_count()} devices", flush=True)

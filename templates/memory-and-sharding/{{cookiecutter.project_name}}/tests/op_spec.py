@@ -24,7 +24,7 @@ from {{ cookiecutter.package_name }} import loss, make_mesh, reference_loss
 
 from conformance import Arg, OpSpec, Refuse
 from conftest import mesh_devices
-from oracle import loss_and_grads_f64
+from oracle import GRADIENTS, VALUES, loss_and_grads_f64
 
 # The devices of the cells' own meshes, so that inputs they shard can reach it.
 MESH = make_mesh(mesh_devices(4), AxisType.Auto)
@@ -70,6 +70,8 @@ SPEC = OpSpec(
     outputs=((),),
     symbolic_axis="b",
     sizes={"b": 8, "d": 8, "f": 16},  # every one divisible by the mesh axes
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
     # Plain StableHLO on every platform; the module holds the FSDP gather.
     platforms={"cpu": "all_gather", "cuda": "all_gather", "tpu": "all_gather"},
     # The step chooses its own communication, whatever the inputs' layout.

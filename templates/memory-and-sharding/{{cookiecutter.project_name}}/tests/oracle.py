@@ -1,54 +1,27 @@
 """Independent float64 NumPy forward and hand-written backward of the MLP's
-loss, and the comparison every test uses.
-
-assert_close records the worst error it has seen; conftest.py prints it at the
-end of the run, so you can see how close the tests came to their tolerances.
-"""
-
-import os
+loss."""
 
 import numpy as np
 
-# Relative tolerance per dtype, a few units of its machine epsilon (float32:
-# 8 eps), applied to each element as
-# |got - want| <= rtol * (|want| + max|want|): relative to the element and to
-# the array's scale, which suits sums of many terms.
-RTOL = {"float64": 1e-12, "float32": 1e-6}
+from compare import Ulps
 
-WORST = {"error": 0.0, "fraction": 0.0, "test": ""}
-
-
-def rtol_for(dtype) -> float:
-    return RTOL[np.dtype(dtype).name]
+# How far the MLP may be from this oracle, in ulps (tests/compare.py).
+# The loss is a sum of squares (no cancellation) and a block's output h +
+# tanh(h @ w_in) @ w_out adds a correction to h: a few ulps of each value
+# (measured at most 2.3, float32).
+VALUES = Ulps(at_value=4)
+# A weight's gradient sums over the batch and the hidden features, and its
+# terms cancel: the rounding is on the scale of the largest entry, not of each.
+# Measured at most 7 ulps of the largest entry (float32); 16.
+GRADIENTS = Ulps(at_value=0, at_scale=16)
+# A step's new weights and momenta, w - learning_rate * m: the gradient's
+# rounding, scaled down by the learning rate, on weights of the largest
+# entry's size. Measured at most 3.2 ulps of the largest entry (float32); 8.
+STEPS = Ulps(at_value=0, at_scale=8)
 
 
 def shape_id(shape) -> str:
     return "x".join(map(str, shape))
-
-
-def assert_close(got, want, rtol):
-    got = np.asarray(got, dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, f"shape {got.shape} != expected {want.shape}"
-    assert np.all(np.isfinite(got) == np.isfinite(want)), "NaN/inf where the oracle has none"
-    if want.size == 0:
-        return
-    finite = np.isfinite(want)
-    error = np.abs(got - want)[finite]
-    tolerance = rtol * (np.abs(want[finite]) + np.max(np.abs(want[finite]), initial=0.0))
-    tolerance = np.maximum(tolerance, np.finfo(np.float64).tiny)
-    fraction = float(np.max(error / tolerance, initial=0.0))
-    if fraction > WORST["fraction"] or not WORST["test"]:
-        WORST.update(
-            error=float(np.max(error, initial=0.0)),
-            fraction=fraction,
-            test=os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0],
-        )
-    worst = int(np.argmax(error / tolerance)) if error.size else 0
-    assert fraction <= 1.0, (
-        f"max error {np.max(error):.3e} exceeds tolerance (rtol={rtol:g}): "
-        f"got {got[finite].ravel()[worst]!r}, want {want[finite].ravel()[worst]!r}"
-    )
 
 
 def make_problem(rng, layers=4, batch=64, d=64, f=256, dtype="float32"):

@@ -9,7 +9,8 @@ import pytest
 
 from {{ cookiecutter.package_name }} import reference_loss, reference_step
 
-from oracle import assert_close, loss_and_grads_f64, make_problem, rtol_for, step_f64
+from compare import assert_close
+from oracle import GRADIENTS, STEPS, VALUES, loss_and_grads_f64, make_problem, step_f64
 
 SIZES = [(1, 1, 1, 1), (2, 8, 4, 16), (4, 64, 64, 256)]  # (layers, batch, d, f)
 # Jitted at every size and dtype; eager (op by op, slower) once, since XLA can
@@ -32,11 +33,11 @@ def test_reference_loss_and_gradient_match_numpy(rng, sizes, dtype, jit):
     loss, grads = value_and_grad(as_jax(params), jnp.asarray(x), jnp.asarray(y))
     want_loss, want_grads = loss_and_grads_f64(params, x, y)
     assert loss.dtype == dtype
-    assert_close(loss, want_loss, rtol_for(dtype))
+    assert_close(loss, want_loss, VALUES)
     assert_close(
         np.concatenate([np.ravel(g) for g in jax.tree.leaves(grads)]),
         np.concatenate([np.ravel(g) for g in jax.tree.leaves(want_grads)]),
-        10 * rtol_for(dtype),
+        GRADIENTS,
     )
 
 
@@ -47,4 +48,4 @@ def test_reference_step_matches_numpy(rng, dtype):
     got = jax.jit(reference_step)(as_jax(params), as_jax(momentum), jnp.asarray(x), jnp.asarray(y))
     want = step_f64(params, momentum, x, y)
     for got_leaf, want_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        assert_close(got_leaf, want_leaf, 10 * rtol_for(dtype))
+        assert_close(got_leaf, want_leaf, STEPS)

@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }} import (
 )
 
 from conformance import Arg, OpSpec, Refuse
-from oracle import fused_matmul_f64
+from oracle import GRADIENTS, VALUES, fused_matmul_f64
 
 # The kernel needs the contracted axis whole on each device (the GELU after
 # the sum cannot run on partial sums).
@@ -96,6 +96,8 @@ SPEC = OpSpec(
     outputs=(("m", "n"),),
     # Small, as the kernel is interpreted here; whole blocks on every backend.
     sizes={"m": 16, "k": 16, "n": 16},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
     shard_map_axes=("m", "n"),
     symbolic_axis="m",
 {%- if cookiecutter.backend == "tpu" %}

@@ -27,7 +27,8 @@ from {{ cookiecutter.package_name }} import (
 )
 
 import target
-from oracle import assert_close, fused_matmul_f64, fused_matmul_vjp_f64, rtol_for
+from compare import assert_close
+from oracle import GRADIENTS, VALUES, fused_matmul_f64, fused_matmul_vjp_f64
 
 
 def operands(rng, shape, dtype=jnp.float32):
@@ -102,7 +103,7 @@ def test_kernel_and_reference_on_request(rng, kernel_calls):
     assert runs_kernel(kernel_calls, partial(fused_matmul, implementation="kernel"), *args)
     assert not runs_kernel(kernel_calls, partial(fused_matmul, implementation="reference"), *args)
     got = fused_matmul(*args, implementation="reference")
-    assert_close(got, fused_matmul_f64(*args), rtol_for(jnp.float32))
+    assert_close(got, fused_matmul_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize(("forced", "passed"), [("reference", "kernel"), ("kernel", "reference")])
@@ -207,9 +208,9 @@ def check_sharded_run(f, args, sharded):
     g = np.ones((args[0].shape[0], args[1].shape[1]), np.float32)
     y, grads = values_and_cotangents(f)(*sharded, g)
     assert y.sharding.spec == P("rows", "cols")
-    assert_close(y, fused_matmul_f64(*args), rtol_for(jnp.float32))
+    assert_close(y, fused_matmul_f64(*args), VALUES)
     for got, want in zip(grads, fused_matmul_vjp_f64(*args, g), strict=True):
-        assert_close(got, want, rtol_for(jnp.float32))
+        assert_close(got, want, GRADIENTS)
 
 
 def test_explicit_mesh_runs_the_kernel_per_shard(rng):

@@ -12,7 +12,15 @@ from {{ cookiecutter.package_name }} import BACKWARD, fused_matmul_reference, ke
 from {{ cookiecutter.package_name }} import fused_matmul as op
 
 import target
-from oracle import assert_close, fused_matmul_f64, fused_matmul_vjp_f64, rtol_for
+from compare import assert_close
+from oracle import (
+    BFLOAT16_GRADIENTS,
+    BFLOAT16_VALUES,
+    GRADIENTS,
+    VALUES,
+    fused_matmul_f64,
+    fused_matmul_vjp_f64,
+)
 
 needs_target = pytest.mark.skipif(not target.present(), reason=f"needs a {target.NAME} device")
 # Ragged shapes: edges that do not divide the default 128 blocks, on every axis.
@@ -59,9 +67,8 @@ def strict():
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_values_match_reference(rng, shape, dtype):
     args = operands(rng, shape, dtype)
-    assert_close(
-        fused_matmul(*args, interpret=True), fused_matmul_reference(*args), rtol_for(dtype)
-    )
+    tolerance = VALUES if dtype == jnp.float32 else BFLOAT16_VALUES
+    assert_close(fused_matmul(*args, interpret=True), fused_matmul_reference(*args), tolerance)
 
 
 @pytest.mark.parametrize("blocks", [(256, 128, 128), (128, 256, 128), (128, 128, 256)], ids=str)
@@ -69,7 +76,7 @@ def test_other_block_sizes(rng, blocks):
     block_m, block_n, block_k = blocks
     args = operands(rng, (200, 300, 390), jnp.float32)
     got = fused_matmul(*args, block_m=block_m, block_n=block_n, block_k=block_k, interpret=True)
-    assert_close(got, fused_matmul_reference(*args), rtol_for(jnp.float32))
+    assert_close(got, fused_matmul_reference(*args), VALUES)
 
 
 def test_accumulates_in_float32():
@@ -81,7 +88,7 @@ def test_accumulates_in_float32():
     b[0], b[1], b[-1] = 256, 1, -256
     args = jnp.ones((m, k), jnp.bfloat16), jnp.asarray(b, jnp.bfloat16), jnp.zeros(n, jnp.bfloat16)
     got = fused_matmul(*args, interpret=True)
-    assert_close(got, fused_matmul_f64(*args), rtol_for(jnp.bfloat16))
+    assert_close(got, fused_matmul_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
@@ -93,9 +100,10 @@ def test_gradients_match_numpy(rng, shape, dtype):
     args = operands(rng, shape, dtype)
     g = jnp.asarray(rng.standard_normal((shape[0], shape[2])), dtype)
     grads = jax.jit(vjp(fused_matmul, interpret=True))(*args, g)
+    tolerance = GRADIENTS if dtype == jnp.float32 else BFLOAT16_GRADIENTS
     for got, want, arg in zip(grads, fused_matmul_vjp_f64(*args, g), args, strict=True):
         assert got.dtype == arg.dtype
-        assert_close(got, want, rtol_for(dtype))
+        assert_close(got, want, tolerance)
 
 
 def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
@@ -103,10 +111,10 @@ def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
     args = operands(rng, shape, jnp.float32)
     g = jnp.asarray(rng.standard_normal((shape[0], shape[2])), jnp.float32)
     y = fused_matmul(*args, interpret=strict)
-    assert_close(y, fused_matmul_f64(*args), rtol_for(jnp.float32))
+    assert_close(y, fused_matmul_f64(*args), VALUES)
     grads = vjp(fused_matmul, interpret=strict)(*args, g)
     for got, want in zip(grads, fused_matmul_vjp_f64(*args, g), strict=True):
-        assert_close(got, want, rtol_for(jnp.float32))
+        assert_close(got, want, GRADIENTS)
 {%- if cookiecutter.backend == "tpu" %}
 
 
@@ -144,7 +152,7 @@ def test_jit_and_vmap(rng):
     batch = [operands(rng, (40, 64, 24), jnp.float32) for _ in range(3)]
     a, b, bias = (jnp.stack(parts) for parts in zip(*batch, strict=True))
     got = jax.jit(jax.vmap(lambda a, b, bias: fused_matmul(a, b, bias, interpret=True)))(a, b, bias)
-    assert_close(got, jax.vmap(fused_matmul_reference)(a, b, bias), rtol_for(jnp.float32))
+    assert_close(got, jax.vmap(fused_matmul_reference)(a, b, bias), VALUES)
 
 
 # --- lowering for the real target, on this host ---------------------------------
@@ -188,7 +196,7 @@ def test_lowering_catches_what_interpret_mode_accepts(rng, monkeypatch):
     assert_close(
         fused_matmul(*args, **target.BAD_BLOCKS, interpret=True),
         fused_matmul_reference(*args),
-        rtol_for(jnp.float32),
+        VALUES,
     )
     # ...and only lowering for the real target refuses it.
     with pytest.raises(Exception, match=target.BAD_LOWERING):
@@ -202,9 +210,8 @@ def test_lowering_catches_what_interpret_mode_accepts(rng, monkeypatch):
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (200, 300, 130)], ids=str)
 def test_native_kernel_matches_reference(rng, shape):
     args = operands(rng, shape, jnp.bfloat16)
-    assert_close(
-        fused_matmul(*args, interpret=False), fused_matmul_reference(*args), rtol_for(jnp.bfloat16)
-    )
+    got = fused_matmul(*args, interpret=False)
+    assert_close(got, fused_matmul_reference(*args), BFLOAT16_VALUES)
 
 
 # --- bad input ------------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""The comparison every test makes with the float64 oracle, in ulps.
+
+A tolerance is counted in units of the dtype's spacing at the value (ulps):
+what rounding can honestly cost, wherever the value lies. An Ulps says, for
+one kind of result, how many the op may be off:
+
+- at_value: ulps of the accumulator dtype at each element's oracle value, for
+  an op computed in that dtype (float32 for half precision: see below);
+- at_scale: ulps of the accumulator dtype at the array's largest |value|, for
+  sums whose terms cancel: each term's rounding is the size of the terms, not
+  of the small result they leave (the largest |value| stands for the terms'
+  size).
+
+A half-precision result (bfloat16, float16) computed in float32 and rounded
+once may also be off by the half ulp of that final rounding, which every
+comparison of such a result allows (and another half ulp where want is a
+half-precision result too, such as the reference's); an op that computes in
+half precision loses several of its ulps, and fails.
+
+assert_close records the worst element it has seen, as a fraction of its
+tolerance; conftest.py prints it at the end of the run, so you can see how
+close the tests came to their tolerances.
+"""
+
+import os
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Ulps:
+    at_value: float
+    at_scale: float = 0.0
+
+
+WORST = {"error": 0.0, "fraction": 0.0, "ulps": 0.0, "dtype": "", "test": ""}
+
+
+def spacing(dtype, value):
+    """The distance from |value| to the next larger number of dtype (its ulp there)."""
+    info = jnp.finfo(dtype)
+    magnitude = np.maximum(np.abs(np.asarray(value, np.float64)), float(info.smallest_normal))
+    _, exponent = np.frexp(magnitude)  # magnitude = m * 2**exponent, 0.5 <= m < 1
+    return np.ldexp(float(info.eps), exponent - 1)
+
+
+def assert_close(got, want, ulps: Ulps, dtype=None):
+    """Each element of got within `ulps` of the oracle's want.
+
+    dtype: the op's result dtype; got's own unless given (pass it where got
+    has been through another type, such as JSON's floats).
+    """
+    dtype = jnp.dtype(dtype or np.asarray(got).dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):  # indices, counts: exact
+        np.testing.assert_array_equal(got, want)
+        return
+    accumulator = jnp.promote_types(dtype, jnp.float32)
+    # Half an ulp for each result rounded to half precision: got, and want if
+    # it was rounded to that dtype too.
+    roundings = 0 if accumulator == dtype else 1 + (np.asarray(want).dtype == dtype)
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, f"shape {got.shape} != expected {want.shape}"
+    assert np.all(np.isfinite(got) == np.isfinite(want)), "NaN/inf where the oracle has none"
+    finite = np.isfinite(want)
+    got, want = got[finite], want[finite]
+    if want.size == 0:
+        return
+    error = np.abs(got - want)
+    tolerance = (
+        0.5 * roundings * spacing(dtype, want)
+        + ulps.at_value * spacing(accumulator, want)
+        + ulps.at_scale * spacing(accumulator, np.max(np.abs(want)))
+    )
+    fraction = error / np.maximum(tolerance, np.finfo(np.float64).tiny)
+    worst = int(np.argmax(fraction))
+    off = float(error[worst] / spacing(dtype, want[worst]))
+    if fraction[worst] > WORST["fraction"] or not WORST["test"]:
+        WORST.update(
+            error=float(error[worst]),
+            fraction=float(fraction[worst]),
+            ulps=off,
+            dtype=dtype.name,
+            test=os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0],
+        )
+    assert fraction[worst] <= 1.0, (
+        f"{off:.3g} ulps of {dtype.name} off, beyond the tolerance ({ulps}): "
+        f"got {got[worst]!r}, want {want[worst]!r}"
+    )
