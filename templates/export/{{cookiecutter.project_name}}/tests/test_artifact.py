@@ -17,8 +17,11 @@ from jax._src.export import serialization_generated as flatbuffer
 from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import {% if seq %}MAX_LEN, {% endif %}init_params, predict
 
-from compare import assert_close
+from compare import Ulps, assert_close
 from oracle import GRADIENTS, VALUES, predict_f64
+
+# The same program on the same device: bit for bit.
+EXACT = Ulps(at_value=0)
 
 # Concrete sizes for every symbolic dimension, edges included.
 SIZES = [{% if seq %}(1, 1), (2, 3), (5, 17), (64, 1), (3, {{ "MAX_LEN" }}){% else %}(1,), (2,), (17,), (1000,){% endif %}]
@@ -183,11 +186,11 @@ def test_cpu_inputs_run_on_a_simulated_gpu_host(loaded, monkeypatch):
     monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
     cpu = jax.devices("cpu")[0]
     on_cpu = [jax.device_put(x, cpu) for x in inputs.values()]
-    assert_close(artifact.Artifact(loaded.exported, loaded.metadata)(*on_cpu), want, 0)
+    assert_close(artifact.Artifact(loaded.exported, loaded.metadata)(*on_cpu), want, EXACT)
     # Uncommitted inputs (NumPy arrays) would go to the default device, the GPU.
     fresh = artifact.Artifact(loaded.exported, loaded.metadata)
     if "cuda" in loaded.exported.platforms:
-        assert_close(fresh(*inputs.values()), want, 0)
+        assert_close(fresh(*inputs.values()), want, EXACT)
     else:
         with pytest.raises(ValueError, match="exported for cpu, not for cuda"):
             fresh(*inputs.values())
@@ -204,7 +207,7 @@ def test_called_inside_another_export(loaded):
     ]
     outer = export.export(jax.jit(loaded))(*specs)
     inputs = inputs_for(loaded, SIZES[2])
-    assert_close(outer.call(*inputs.values()), loaded(*inputs.values()), rtol_for("float32"))
+    assert_close(outer.call(*inputs.values()), loaded(*inputs.values()), VALUES)
 
 
 def test_jit_of_the_loaded_call(loaded):
