@@ -154,6 +154,27 @@ def _near_duplicates(d: jax.Array, xc: jax.Array, yc: jax.Array) -> jax.Array:
     norms = jnp.sum(xc * xc, axis=1)[:, None] + jnp.sum(yc * yc, axis=1)[None, :]
     return (d > 0) & ((_MAX_PRODUCT_ERROR_IN_EPS * d) ** 2 < 2 * norms)
 
+
+def _by_feature(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """The arrays (points, features) transposed to (features, points), for a
+    loop over features, with the features axis whole on every device: a loop
+    cannot run over an axis that explicit sharding splits (JAX refuses it)."""
+    transposed = []
+    for a in arrays:
+        sharding = jax.typeof(a).sharding
+        if len(sharding.spec) == 2 and sharding.spec[1] is not None:
+            # The mesh from the type: under jit there may be no context mesh.
+            a = jax.sharding.reshard(a, jax.NamedSharding(sharding.mesh, jax.P(sharding.spec[0])))
+        transposed.append(a.T)
+    return tuple(transposed)
+
+
+def _resharded_like(a: jax.Array, like: jax.Array) -> jax.Array:
+    """a with like's sharding (a no-op unless explicit sharding differs)."""
+    sharding = jax.typeof(like).sharding
+    if jax.typeof(a).sharding.spec == sharding.spec:
+        return a
+    return jax.sharding.reshard(a, sharding)
 {% if cookiecutter.rule == "vjp" %}
 
 @jax.custom_vjp
@@ -192,7 +213,7 @@ def _bwd(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array, jax.Arr
     near_x, near_y = jax.lax.cond(
         jnp.any(near),
         _weighted_differences,
-        lambda weight, x, y: (jnp.zeros_like(x), jnp.zeros_like(y)),
+        _zeros_of_weighted_differences,
         jnp.where(near, weight, 0),
         x,
         y,
@@ -217,8 +238,20 @@ def _weighted_differences(
         terms = weight * (x_f[:, None] - y_f[None, :])
         return jnp.sum(terms, axis=1), -jnp.sum(terms, axis=0)
 
-    grad_x, grad_y = jax.lax.map(one_feature, (x.T, y.T))
-    return grad_x.T, grad_y.T
+    grad_x, grad_y = jax.lax.map(one_feature, _by_feature(x, y))
+    # Back to the points' own sharding (the loop needed the features whole).
+    return _resharded_like(grad_x.T, x), _resharded_like(grad_y.T, y)
+
+
+def _zeros_of_weighted_differences(
+    weight: jax.Array, x: jax.Array, y: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Zeros of _weighted_differences' types: both branches of a cond must
+    return the same types, and inside jax.shard_map that includes the mesh axes
+    along which each result varies (weight's and x's for the first, weight's
+    and y's for the second). Only the types are used: XLA drops the
+    computation."""
+    return jax.tree.map(jnp.zeros_like, _weighted_differences(weight, x, y))
 
 
 def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
@@ -275,27 +308,27 @@ def _jvp(
     # jit then runs one branch (vmap turns the cond into a select, which runs
     # both and is still right).
     near = _near_duplicates(d, xc, yc)
-    inner = jnp.where(
-        near,
-        jax.lax.cond(
-            jnp.any(near),
-            _inner_of_differences,
-            lambda *_: jnp.zeros_like(d),
-            x,
-            y,
-            x_dot,
-            y_dot,
-        ),
-        inner,
+    exact = jax.lax.cond(
+        jnp.any(near),
+        _inner_of_differences,
+        lambda zeros, *_: zeros,
+        jnp.zeros_like(d),
+        x,
+        y,
+        x_dot,
+        y_dot,
     )
+    inner = jnp.where(near, exact, inner)
     d_dot = inner * _inverse_or_zero(d)
     return d, d_dot
 
 
 def _inner_of_differences(
-    x: jax.Array, y: jax.Array, x_dot: jax.Array, y_dot: jax.Array
+    zeros: jax.Array, x: jax.Array, y: jax.Array, x_dot: jax.Array, y_dot: jax.Array
 ) -> jax.Array:
-    """sum_k (x_ik - y_jk)(x_dot_ik - y_dot_jk), from the differences.
+    """sum_k (x_ik - y_jk)(x_dot_ik - y_dot_jk), from the differences, added to
+    zeros (n, m) of d's type: the loop's total must keep one type, sharding and
+    shard_map variance included, and the cond's other branch returns them.
 
     The raw points, not the centred ones: x_i - y_j of two near points is
     exact in floating point, while centring rounds each to the centre's scale.
@@ -311,7 +344,6 @@ def _inner_of_differences(
         diff = x_f[:, None] - y_f[None, :]
         return total + diff * (x_dot_f[:, None] - y_dot_f[None, :]), None
 
-    start = jnp.zeros((x.shape[0], y.shape[0]), jnp.result_type(x, x_dot))
-    total, _ = jax.lax.scan(add_feature, start, (x.T, y.T, x_dot.T, y_dot.T))
+    total, _ = jax.lax.scan(add_feature, zeros, _by_feature(x, y, x_dot, y_dot))
     return total
 {% endif -%}
