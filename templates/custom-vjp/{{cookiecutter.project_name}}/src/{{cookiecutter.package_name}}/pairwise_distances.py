@@ -18,7 +18,10 @@ The rule is also cheaper than autodiff: its derivative is two matrix products
 on the (n, m) weights cotangent / d, never the (n, m, features) differences
 that autodiff of the formula goes through (faster, and O(n m) memory). The
 points are centred first so that those products stay accurate far from the
-origin (see _centred, and the README for what the form costs in precision).
+origin (see _centred). The products cancel for near-duplicates, pairs much
+closer than the points' spread, the very pairs this op exists for: those are
+recomputed from their differences, one feature at a time, and only when there
+are any (see _near_duplicates, and the README for what each form costs).
 
 To adapt: replace _distances and the rule, keep the public wrapper's checks.
 """
@@ -32,7 +35,12 @@ def pairwise_distances(x: ArrayLike, y: ArrayLike) -> jax.Array:
     """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
 
     Differentiable everywhere: where rows coincide the gradient is 0, not NaN,
-    and so is the second derivative.
+    and so is the second derivative. Derivatives are accurate however close the
+    points: each pair's share is within about 16 epsilons of its exact value
+    (float32: 1.9e-6 of it), plus the rounding of the sums. Measured in float32
+    against float64 for y = x + delta * noise (64 points, 3 features, random
+    cotangent), delta from 1e-2 to 1e-7: gradient errors at most 4.1e-6 on
+    gradients up to 19, against 1.9e-6 for autodiff of the plain formula.
     Half-precision inputs (bfloat16, float16) are computed in float32 and the
     result rounded once. Squared differences must stay finite in that compute
     dtype (abs(x - y) below about 1e19 in float32). Use jax.vmap for batches of
