@@ -18,7 +18,10 @@ The rule is also cheaper than autodiff: its derivative is two matrix products
 on the (n, m) weights cotangent / d, never the (n, m, features) differences
 that autodiff of the formula goes through (faster, and O(n m) memory). The
 points are centred first so that those products stay accurate far from the
-origin (see _centred, and the README for what the form costs in precision).
+origin (see _centred). The products cancel for near-duplicates, pairs much
+closer than the points' spread, the very pairs this op exists for: those are
+recomputed from their differences, one feature at a time, and only when there
+are any (see _near_duplicates, and the README for what each form costs).
 
 To adapt: replace _distances and the rule, keep the public wrapper's checks.
 """
@@ -32,7 +35,12 @@ def pairwise_distances(x: ArrayLike, y: ArrayLike) -> jax.Array:
     """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
 
     Differentiable everywhere: where rows coincide the gradient is 0, not NaN,
-    and so is the second derivative.
+    and so is the second derivative. Derivatives are accurate however close the
+    points: each pair's share is within about 16 epsilons of its exact value
+    (float32: 1.9e-6 of it), plus the rounding of the sums. Measured in float32
+    against float64 for y = x + delta * noise (64 points, 3 features, random
+    cotangent), delta from 1e-2 to 1e-7: gradient errors at most 4.1e-6 on
+    gradients up to 19, against 1.9e-6 for autodiff of the plain formula.
     Half-precision inputs (bfloat16, float16) are computed in float32 and the
     result rounded once. Squared differences must stay finite in that compute
     dtype (abs(x - y) below about 1e19 in float32). Use jax.vmap for batches of
@@ -127,6 +135,54 @@ def _matmul(a: jax.Array, b: jax.Array, like: jax.Array) -> jax.Array:
     return jnp.matmul(
         a, b, precision=jax.lax.Precision.HIGHEST, out_sharding=jax.typeof(like).sharding
     )
+
+
+# The matrix-product form subtracts terms of size |x_i| |w_ij| (x and y
+# centred) to get a pair's term of size d_ij |w_ij|, so its rounding error
+# relative to that term is about eps * (|x_i| + |y_j|) / d_ij: at d_ij a
+# millionth of the spread, float32's eps (1.2e-7) leaves no correct digit.
+# Pairs where that ratio passes 16 are recomputed from their differences,
+# which cost eps whatever d_ij; the rest keep the products, with at most 16 eps
+# (float32: 1.9e-6) of each pair's term, about what summing a few dozen float32
+# terms costs anyway. The bound is in epsilons, so it holds in every dtype.
+_MAX_PRODUCT_ERROR_IN_EPS = 16
+
+
+def _near_duplicates(d: jax.Array, xc: jax.Array, yc: jax.Array) -> jax.Array:
+    """The pairs (n, m) whose matrix-product terms would be off by more than
+    _MAX_PRODUCT_ERROR_IN_EPS epsilons: (|xc_i| + |yc_j|) / d_ij above it.
+
+    Squared, bounding (|a| + |b|)**2 by 2 (|a|**2 + |b|**2) (no square roots),
+    so that every pair left to the products is within the bound.
+    Coincident pairs (d == 0) are not among them: their weight is 0 in either
+    form, and self-distances, where every diagonal pair coincides, would
+    otherwise always take the slow path. A NaN distance is not either, so NaN
+    still reaches the products and the gradient.
+    """
+    norms = jnp.sum(xc * xc, axis=1)[:, None] + jnp.sum(yc * yc, axis=1)[None, :]
+    return (d > 0) & ((_MAX_PRODUCT_ERROR_IN_EPS * d) ** 2 < 2 * norms)
+
+
+def _by_feature(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """The arrays (points, features) transposed to (features, points), for a
+    loop over features, with the features axis whole on every device: a loop
+    cannot run over an axis that explicit sharding splits (JAX refuses it)."""
+    transposed = []
+    for a in arrays:
+        sharding = jax.typeof(a).sharding
+        if len(sharding.spec) == 2 and sharding.spec[1] is not None:
+            # The mesh from the type: under jit there may be no context mesh.
+            a = jax.sharding.reshard(a, jax.NamedSharding(sharding.mesh, jax.P(sharding.spec[0])))
+        transposed.append(a.T)
+    return tuple(transposed)
+
+
+def _resharded_like(a: jax.Array, like: jax.Array) -> jax.Array:
+    """a with like's sharding (a no-op unless explicit sharding differs)."""
+    sharding = jax.typeof(like).sharding
+    if jax.typeof(a).sharding.spec == sharding.spec:
+        return a
+    return jax.sharding.reshard(a, sharding)
 {% if cookiecutter.rule == "vjp" %}
 
 @jax.custom_vjp
@@ -155,10 +211,55 @@ def _bwd(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array, jax.Arr
     # two matrix products and O(n m) memory, where the differences would
     # take an (n, m, features) tensor.
     xc, yc = _centred(x, y)
-    grad_x = xc * jnp.sum(weight, axis=1)[:, None] - _matmul(weight, yc, like=x)
-    grad_y = yc * jnp.sum(weight, axis=0)[:, None] - _matmul(weight.T, xc, like=y)
+    near = _near_duplicates(d, xc, yc)
+    far_weight = jnp.where(near, 0, weight)
+    grad_x = xc * jnp.sum(far_weight, axis=1)[:, None] - _matmul(far_weight, yc, like=x)
+    grad_y = yc * jnp.sum(far_weight, axis=0)[:, None] - _matmul(far_weight.T, xc, like=y)
+    # The near-duplicates from their differences, and only when there are any:
+    # jit then runs one branch (vmap turns the cond into a select, which runs
+    # both and is still right).
+    near_x, near_y = jax.lax.cond(
+        jnp.any(near),
+        _weighted_differences,
+        _zeros_of_weighted_differences,
+        jnp.where(near, weight, 0),
+        x,
+        y,
+    )
     # One cotangent per primal input, of its type: shape, dtype and sharding.
-    return _summed_like(grad_x, x), _summed_like(grad_y, y)
+    return _summed_like(grad_x + near_x, x), _summed_like(grad_y + near_y, y)
+
+
+def _weighted_differences(
+    weight: jax.Array, x: jax.Array, y: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """sum_j w_ij (x_i - y_j) and -sum_i w_ij (x_i - y_j), from the differences.
+
+    The raw points, not the centred ones: x_i - y_j of two near points is
+    exact in floating point, while centring rounds each to the centre's scale.
+    One feature at a time, so the memory is one (n, m) plane, never the
+    (n, m, features) tensor (measured 1.3x to 1.8x the products' time on CPU).
+    """
+
+    def one_feature(columns: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        x_f, y_f = columns
+        terms = weight * (x_f[:, None] - y_f[None, :])
+        return jnp.sum(terms, axis=1), -jnp.sum(terms, axis=0)
+
+    grad_x, grad_y = jax.lax.map(one_feature, _by_feature(x, y))
+    # Back to the points' own sharding (the loop needed the features whole).
+    return _resharded_like(grad_x.T, x), _resharded_like(grad_y.T, y)
+
+
+def _zeros_of_weighted_differences(
+    weight: jax.Array, x: jax.Array, y: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Zeros of _weighted_differences' types: both branches of a cond must
+    return the same types, and inside jax.shard_map that includes the mesh axes
+    along which each result varies (weight's and x's for the first, weight's
+    and y's for the second). Only the types are used: XLA drops the
+    computation."""
+    return jax.tree.map(jnp.zeros_like, _weighted_differences(weight, x, y))
 
 
 def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
@@ -204,13 +305,53 @@ def _jvp(
     # The tangent must be linear in (x_dot, y_dot): JAX transposes it for
     # reverse mode, and the transpose is the same two products
     # (x * rowsum(w) - w @ y for x), so no separate VJP is needed.
-    x, y = _centred(x, y)
+    xc, yc = _centred(x, y)
     inner = (
-        jnp.sum(x * x_dot, axis=1)[:, None]
-        - _matmul(x_dot, y.T, like=d)
-        - _matmul(x, y_dot.T, like=d)
-        + jnp.sum(y * y_dot, axis=1)[None, :]
+        jnp.sum(xc * x_dot, axis=1)[:, None]
+        - _matmul(x_dot, yc.T, like=d)
+        - _matmul(xc, y_dot.T, like=d)
+        + jnp.sum(yc * y_dot, axis=1)[None, :]
     )
+    # The near-duplicates from their differences, and only when there are any:
+    # jit then runs one branch (vmap turns the cond into a select, which runs
+    # both and is still right).
+    near = _near_duplicates(d, xc, yc)
+    exact = jax.lax.cond(
+        jnp.any(near),
+        _inner_of_differences,
+        lambda zeros, *_: zeros,
+        jnp.zeros_like(d),
+        x,
+        y,
+        x_dot,
+        y_dot,
+    )
+    inner = jnp.where(near, exact, inner)
     d_dot = inner * _inverse_or_zero(d)
     return d, d_dot
+
+
+def _inner_of_differences(
+    zeros: jax.Array, x: jax.Array, y: jax.Array, x_dot: jax.Array, y_dot: jax.Array
+) -> jax.Array:
+    """sum_k (x_ik - y_jk)(x_dot_ik - y_dot_jk), from the differences, added to
+    zeros (n, m) of d's type: the loop's total must keep one type, sharding and
+    shard_map variance included, and the cond's other branch returns them.
+
+    The raw points, not the centred ones: x_i - y_j of two near points is
+    exact in floating point, while centring rounds each to the centre's scale.
+    One feature at a time, accumulated, so the memory is one (n, m) plane,
+    never the (n, m, features) tensor. jax.checkpoint recomputes each
+    feature's differences when JAX transposes this for reverse mode, instead
+    of keeping all of them, (n, m, features), from the forward pass.
+    """
+
+    @jax.checkpoint
+    def add_feature(total: jax.Array, columns: tuple[jax.Array, ...]) -> tuple[jax.Array, None]:
+        x_f, y_f, x_dot_f, y_dot_f = columns
+        diff = x_f[:, None] - y_f[None, :]
+        return total + diff * (x_dot_f[:, None] - y_dot_f[None, :]), None
+
+    total, _ = jax.lax.scan(add_feature, zeros, _by_feature(x, y, x_dot, y_dot))
+    return total
 {% endif -%}
