@@ -232,20 +232,20 @@ def test_near_duplicates_float32(rng, delta):
     y = jnp.concatenate([jnp.asarray(copies, "float32"), points(rng, 10, k, "float32")])
     want = distances_f64(x, y)
     d = pairwise_distances(x, y)
-    assert_close(d, want, rtol_for("float32"))
+    assert_close(d, want, DISTANCES)
     # The near distances alone, so that the tolerance scales with them.
     near = (want > 0) & (want < 100 * delta)
     assert near.sum() >= 20
-    assert_close(d[near], want[near], rtol_for("float32"))
+    assert_close(d[near], want[near], DISTANCES)
     cotangent = jnp.asarray(rng.standard_normal(want.shape), "float32")
     got = jax.grad(weighted_sum(pairwise_distances), argnums=(0, 1))(x, y, cotangent)
     for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
-        assert_close(g, w, 10 * rtol_for("float32"))
+        assert_close(g, w, GRADIENTS)
 {%- if cookiecutter.rule == "jvp" %}
     # Forward mode runs the same products, untransposed.
     x_dot, y_dot = points(rng, n, k, "float32"), points(rng, y.shape[0], k, "float32")
     _, got_dot = jax.jvp(pairwise_distances, (x, y), (x_dot, y_dot))
-    assert_close(got_dot, distances_jvp_f64(x, y, x_dot, y_dot), 10 * rtol_for("float32"))
+    assert_close(got_dot, distances_jvp_f64(x, y, x_dot, y_dot), GRADIENTS)
 {%- endif %}
 
 
