@@ -43,14 +43,20 @@ def place(rng, mesh, spec, shape=(16, 1024), dtype="float32", ties=False):
     return x, jax.device_put(x, NamedSharding(mesh, spec))
 
 
-def ops(k=K):
-    def values_and_indices(x):
-        return top_k(x, k)
+def loss(x, cotangent, k):
+    return jnp.sum(cotangent * top_k(x, k)[0])
 
-    def loss(x, cotangent):
-        return jnp.sum(cotangent * top_k(x, k)[0])
 
-    return values_and_indices, loss
+# One jitted function per program, shared by every test: jit keeps what it
+# compiled for each input shape, dtype and sharding (and mesh), so a test that
+# runs an input layout another test already ran (ties after normal draws, the
+# collectives and output-sharding checks after both) compiles nothing. Compiling
+# is most of these tests' time, and JAX's persistent compilation cache never
+# holds a custom_partitioning program: its key includes the address of the
+# partition callback, new in each process.
+top_k_of = jax.jit(top_k, static_argnums=1)
+grad_of = jax.jit(jax.grad(loss), static_argnums=2)
+reference_of = jax.jit(top_k_reference, static_argnums=1)
 
 
 def shards(mesh, axis):
@@ -60,7 +66,7 @@ def shards(mesh, axis):
 def check_against_oracles(x_host, values, indices, k=K):
     want_values, want_indices = top_k_f64(x_host, k)
     np.testing.assert_array_equal(indices, want_indices)
-    reference_values, _ = top_k_reference(jnp.asarray(x_host), k)
+    reference_values, _ = reference_of(x_host, k)
     assert_close(values, reference_values, VALUES)
     assert_close(values, want_values, VALUES)
 
@@ -71,7 +77,7 @@ def test_values_and_indices_match_reference(rng, mesh_shape, spec):
     mesh = make_mesh(mesh_shape)
     with jax.set_mesh(mesh):
         x_host, x = place(rng, mesh, spec)
-        values, indices = jax.jit(ops()[0])(x)
+        values, indices = top_k_of(x, K)
     check_against_oracles(x_host, values, indices)
 
 
@@ -84,7 +90,7 @@ def test_ties_go_to_the_lower_index_within_and_across_shards(rng, mesh_shape, sp
     mesh = make_mesh(mesh_shape)
     with jax.set_mesh(mesh):
         x_host, x = place(rng, mesh, spec, ties=True)
-        values, indices = jax.jit(ops()[0])(x)
+        values, indices = top_k_of(x, K)
     check_against_oracles(x_host, values, indices)
 
 
@@ -92,12 +98,11 @@ def test_ties_go_to_the_lower_index_within_and_across_shards(rng, mesh_shape, sp
 @pytest.mark.parametrize("mesh_shape", [(2, 4), (8, 1), (1, 8)], ids=str)
 def test_gradients_match_reference(rng, mesh_shape, spec):
     mesh = make_mesh(mesh_shape)
-    grad_of = jax.jit(jax.grad(ops()[1]))
     for ties in (False, True):  # ties put winners on the first and last item of shards
         with jax.set_mesh(mesh):
             x_host, x = place(rng, mesh, spec, ties=ties)
             cotangent = rng.standard_normal((x.shape[0], K)).astype(np.float32)
-            grad = grad_of(x, cotangent)
+            grad = grad_of(x, cotangent, K)
         assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), GRADIENTS)
 
 
@@ -106,10 +111,9 @@ def test_float64_and_k_edges(rng, dtype):
     mesh = make_mesh((2, 4))
     with jax.set_mesh(mesh):
         for k in (1, 256, 257, 1024):  # 256 items per shard: k above that needs whole rows
-            top_k_of = jax.jit(ops(k)[0])
             for ties in (False, True):  # k = 256 merges every item of every shard
                 x_host, x = place(rng, mesh, P("batch", "items"), dtype=dtype, ties=ties)
-                values, indices = top_k_of(x)
+                values, indices = top_k_of(x, k)
                 check_against_oracles(x_host, values, indices, k)
 
 
@@ -141,8 +145,8 @@ def test_numpy_input_under_a_mesh(rng):
     x_host = rng.standard_normal((16, 64)).astype(np.float32)
     cotangent = rng.standard_normal((16, K)).astype(np.float32)
     with jax.set_mesh(make_mesh((2, 4))):
-        values, indices = jax.jit(ops()[0])(x_host)
-        grad = jax.jit(jax.grad(ops()[1]))(x_host, cotangent)
+        values, indices = top_k_of(x_host, K)
+        grad = grad_of(x_host, cotangent, K)
     check_against_oracles(x_host, values, indices)
     assert_close(grad, top_k_vjp_f64(x_host, K, cotangent), GRADIENTS)
 
@@ -156,7 +160,7 @@ def test_output_sharding_is_the_one_the_rule_promises(rng):
             (P(None, "items"), P(None, None)),
         ]:
             _, x = place(rng, mesh, spec)
-            for out in jax.jit(ops()[0])(x):
+            for out in top_k_of(x, K):
                 assert out.sharding.is_equivalent_to(NamedSharding(mesh, promised), 2), spec
 
 
@@ -185,9 +189,14 @@ def test_only_the_collectives_the_math_needs(rng, spec, differentiate):
     mesh = make_mesh((2, 4))
     with jax.set_mesh(mesh):
         _, x = place(rng, mesh, spec)
-        cotangent = jnp.ones((x.shape[0], K), x.dtype)
-        fn = (lambda x: jax.grad(ops()[1])(x, cotangent)) if differentiate else ops()[0]
-        found = collectives(compiled_text(fn, x))
+        # The programs the value and gradient tests ran (jit's AOT API, which
+        # compiled_text uses too, finds them in jit's cache).
+        if differentiate:
+            cotangent = np.ones((x.shape[0], K), x.dtype)
+            compiled = grad_of.lower(x, cotangent, K).compile()
+        else:
+            compiled = top_k_of.lower(x, K).compile()
+        found = collectives(compiled.as_text())
     allowed = allowed_collectives(mesh, spec, x)
     for collective in found:
         assert collective.op in allowed, f"unexpected {collective} for {spec}"
@@ -208,9 +217,23 @@ def test_without_the_rule_xla_gathers_the_whole_array(rng, spec):
 # --- transforms --------------------------------------------------------------------
 
 
+def test_eager_calls_match_the_oracles(rng):
+    # Outside jit: the custom_vjp and each custom_partitioning op run one by
+    # one, on one device.
+    x_host = rng.standard_normal((4, 32))
+    cotangent = rng.standard_normal((4, 3))
+    values, indices = top_k(x_host, 3)
+    check_against_oracles(x_host, values, indices, 3)
+    grad = jax.grad(loss)(x_host, cotangent, 3)
+    assert_close(grad, top_k_vjp_f64(x_host, 3, cotangent), GRADIENTS)
+
+
+# Jitted: check_grads evaluates the op dozens of times, and called eagerly each
+# of its operations would compile again for each new shape (the eager calls
+# are the test above).
 def test_check_grads_reverse_order_1(rng):
     x = jnp.asarray(rng.standard_normal((4, 32)))
-    check_grads(lambda x: top_k(x, 3)[0], (x,), order=1, modes=["rev"])
+    check_grads(jax.jit(lambda x: top_k(x, 3)[0]), (x,), order=1, modes=["rev"])
 
 
 def test_second_order_is_not_available(rng):
@@ -218,7 +241,7 @@ def test_second_order_is_not_available(rng):
     # differentiate. Wrap it in another custom_vjp if you need higher orders.
     x = jnp.asarray(rng.standard_normal((4, 32)))
     with pytest.raises(NotImplementedError, match="Differentiation rule for 'custom_partitioning'"):
-        check_grads(lambda x: top_k(x, 3)[0], (x,), order=2, modes=["rev"])
+        check_grads(jax.jit(lambda x: top_k(x, 3)[0]), (x,), order=2, modes=["rev"])
 
 
 def test_vmap_folds_into_the_rows(rng):
@@ -241,7 +264,7 @@ def test_sharded_export_is_not_available(rng):
     spec = jax.ShapeDtypeStruct((16, 1024), jnp.float32, sharding=sharding)
     with jax.set_mesh(mesh):
         with pytest.raises(NotImplementedError, match="serialization of host_callbacks"):
-            export.export(jax.jit(ops()[0], in_shardings=sharding))(spec)
+            export.export(jax.jit(lambda x: top_k(x, K), in_shardings=sharding))(spec)
 
 
 # --- bad input -------------------------------------------------------------------
