@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import {% if seq %}MAX_LEN, {% endif %}init_params, predict
 
 from compare import Ulps, assert_close
-from oracle import GRADIENTS, VALUES, predict_f64
+from oracle import {% if cookiecutter.vjp_order != "0" %}GRADIENTS, {% endif %}VALUES, predict_f64
 
 # The same program on the same device: bit for bit.
 EXACT = Ulps(at_value=0)
