@@ -182,7 +182,8 @@ def _resharded_like(a: jax.Array, like: jax.Array) -> jax.Array:
     sharding = jax.typeof(like).sharding
     if jax.typeof(a).sharding.spec == sharding.spec:
         return a
-    return jax.sharding.reshard(a, sharding)
+    resharded: jax.Array = jax.sharding.reshard(a, sharding)
+    return resharded
 {% if cookiecutter.rule == "vjp" %}
 
 @jax.custom_vjp
@@ -259,7 +260,10 @@ def _zeros_of_weighted_differences(
     along which each result varies (weight's and x's for the first, weight's
     and y's for the second). Only the types are used: XLA drops the
     computation."""
-    return jax.tree.map(jnp.zeros_like, _weighted_differences(weight, x, y))
+    zeros: tuple[jax.Array, jax.Array] = jax.tree.map(
+        jnp.zeros_like, _weighted_differences(weight, x, y)
+    )
+    return zeros
 
 
 def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
@@ -275,8 +279,7 @@ def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
     extra = tuple(varying - jax.typeof(primal).manual_axis_type.varying)
     if not extra:
         return cotangent
-    # jax.lax.psum has no annotations (mypy --strict asks for the ignore).
-    summed: jax.Array = jax.lax.psum(cotangent, extra)  # type: ignore[no-untyped-call]
+    summed: jax.Array = jax.lax.psum(cotangent, extra)
     return summed
 
 
