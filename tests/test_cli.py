@@ -49,8 +49,9 @@ def test_new_with_defaults_prints_next_steps(tmp_path):
 
 
 def test_a_fresh_project_has_no_bytecode_caches(tmp_path, monkeypatch):
-    """Hooks that import the new package (export's writes its golden artifact)
-    must not leave __pycache__/ behind, whatever the caller's environment."""
+    """Neither the bytecode pip compiles inside the installed templates nor
+    hooks that import the new package (export's writes its golden artifact)
+    leave __pycache__/ behind, whatever the caller's environment."""
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     for rung in available():
         project = scaffold(rung, tmp_path / rung.name, {})

@@ -68,6 +68,11 @@ def render(rung: Rung, template: Path, context: dict[str, object], output_dir: P
         raise GenerationError(
             f"generating {rung.name} failed ({type(err).__name__}: {err}); nothing was written"
         ) from err
+    # pip byte-compiles every .py file it installs, the templates' inside this
+    # package included, and cookiecutter copies the __pycache__/ folders that
+    # leaves: they are not part of the template.
+    for cache in sorted(Path(project).rglob("__pycache__"), reverse=True):
+        shutil.rmtree(cache)
     return Path(project)
 
 
