@@ -394,8 +394,8 @@ def cmd_doctor(args: Args) -> int:
     )
     if args.json:
         data = doctor.to_json(report)
-        if root is not None:
-            data["project"] = project.to_json() if not isinstance(project, str) else project
+        if project is not None:
+            data["project"] = project if isinstance(project, str) else project.to_json()
         print(json.dumps(data, indent=2))
     else:
         text = doctor.render(report)
