@@ -75,12 +75,11 @@ class MutationList:
 
     def tests_for(self, options: dict[str, str]) -> tuple[str, ...]:
         """The own tests to run for a combination; () means all of them."""
-        chosen = [
-            t
-            for key, tests in self.only_tests.items()
-            for t in tests
-            if options.get(key.split("=")[0]) == key.split("=", 1)[1]
-        ]
+        chosen: list[str] = []
+        for key, tests in self.only_tests.items():
+            option, _, value = key.partition("=")
+            if options.get(option) == value:
+                chosen += tests
         return tuple(chosen)
 
 
