@@ -23,6 +23,17 @@ MAX_NAME_LENGTH = 32
 SHADOWED = frozenset(
     {"jax", "jaxlib", "numpy", "pytest", "ml_dtypes", "opt_einsum", "scipy", "tests"}
 )
+# Module names a generated project's machinery already uses, beside the op's
+# own module (src/<package>/<op_name>.py) and tests (tests/test_<op_name>.py).
+MACHINERY_MODULES = frozenset(
+    {
+        "reference", "hlo", "tune", "block_table", "partitioning", "artifact",
+        "ffi_target", "kernel", "conformance", "oracle", "compare", "op_spec",
+        "conftest", "support_table", "multiprocess_worker", "bench",
+    }
+)  # fmt: skip
+# An op name is a module, a function and (upper-cased) a C++ macro prefix.
+OP_NAME = re.compile(r"[a-z][a-z0-9_]*")
 # The project folder and distribution name.
 PROJECT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
@@ -53,4 +64,21 @@ def package_name_problem(name: str) -> str | None:
         return f"package name {name!r} is a Python keyword"
     if name in SHADOWED or name in sys.stdlib_module_names:
         return f"package name {name!r} would shadow the module {name!r}"
+    return None
+
+
+def op_name_problem(name: str) -> str | None:
+    if len(name) > MAX_NAME_LENGTH:
+        return f"op name {name!r} is longer than {MAX_NAME_LENGTH} characters"
+    if not OP_NAME.fullmatch(name) or name.endswith("_"):
+        return (
+            f"op name {name!r} is invalid; use lower-case letters, digits and '_', "
+            "starting with a letter (e.g. softmax)"
+        )
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return f"op name {name!r} is a Python keyword"
+    if name in MACHINERY_MODULES or name.startswith("test"):
+        return f"op name {name!r} is a module the generated project already has"
+    if name in SHADOWED or name in sys.stdlib_module_names:
+        return f"op name {name!r} would shadow the module {name!r}"
     return None

@@ -126,6 +126,8 @@ def resolve(options: dict[str, Option], given: dict[str, object]) -> dict[str, o
         check_project_name(str(context["project_name"]))
     if "package_name" in context:
         check_package_name(str(context["package_name"]))
+    if "op_name" in context:
+        check_op_name(str(context["op_name"]))
     return context
 
 
@@ -161,3 +163,9 @@ def check_package_name(name: str) -> None:
     problem = name_rules().package_name_problem(name)
     if problem:
         raise UsageError(f"{problem}; pick another name with --name or --set package_name=NAME")
+
+
+def check_op_name(name: str) -> None:
+    problem = name_rules().op_name_problem(name)
+    if problem:
+        raise UsageError(f"{problem}; pick another with --set op_name=NAME")
