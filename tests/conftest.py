@@ -129,6 +129,15 @@ ALL_COMBINATIONS = [
     for rung in available()
     for combo in option_combinations(rung)
 ]
+# The worked example's combinations and the default skeleton: the skeleton
+# differs from the example only in the op's files, so checks of the rest of
+# the project (repository standard, types) need it once, not per option.
+EXAMPLE_AND_SKELETON = [
+    param
+    for param in ALL_COMBINATIONS
+    if param.values[0][1].get("example") != "none"
+    or param.values[0][1] == covering_combinations(param.values[0][0])[-1]
+]
 TESTED_COMBINATIONS = [
     pytest.param((rung, combo), id=combination_id(rung, combo))
     for rung in available()
