@@ -157,6 +157,7 @@ def cmd_new(args: Args) -> int:
     print("  python -m pip install -e '.[test]'")
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
+    print("Then make it your op: README.md's 'Adapt it' table names the files that are yours.")
     return 0
 
 
