@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from forked_pytest import ForkedPytest
 
 # Every category a template's list must cover, unless it says why not.
 CATEGORIES = ("values", "gradient", "edge", "sharding", "dtype", "validation")
@@ -155,6 +156,7 @@ class Project:
         self.compiled = (path / "CMakeLists.txt").is_file()
         # The extension modules as first built, put back after each C++ mutant.
         self._pristine: dict[Path, bytes] = {}
+        self._runs: ForkedPytest | None = None
         if self.compiled:
             ok, output = self._install_build()
             if not ok:
@@ -183,21 +185,16 @@ class Project:
             module.write_bytes(data)
 
     def pytest(self, *args: str) -> tuple[int, str]:
-        env = {**os.environ, "PYTHONPATH": str(self.path / "src")}
-        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args]
-        try:
-            proc = subprocess.run(
-                command,
-                cwd=self.path,
-                env=env,
-                text=True,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return -1, "timed out"
-        return proc.returncode, proc.stdout
+        """`pytest -x ARGS` in a fresh process (forked from a server that has
+        imported JAX once: forked_pytest.py)."""
+        if self._runs is None:
+            env = {**os.environ, "PYTHONPATH": str(self.path / "src")}
+            self._runs = ForkedPytest(self.path, env)
+        return self._runs.run(["-x", "-q", "-p", "no:cacheprovider", *args], TIMEOUT_S)
+
+    def close(self) -> None:
+        if self._runs is not None:
+            self._runs.close()
 
     def run_mutant(self, mutant: Mutant) -> Outcome:
         start = time.perf_counter()
@@ -318,6 +315,7 @@ def _main() -> int:
             killed += outcome.killed
             fate = "killed" if outcome.killed else ("INVALID" if not outcome.valid else "SURVIVED")
             print(f"{fate:<9} {outcome.seconds:6.1f}s  {mutant.name}: {outcome.detail}", flush=True)
+        project.close()
     print(f"{killed}/{len(chosen)} killed for {combo}")
     return 0 if killed == len(chosen) else 1
 

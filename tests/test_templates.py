@@ -153,6 +153,7 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     chosen = mutation.spread(mutations, combinations)
     mutants = [m for m in mutations.mutants if chosen.get(m.name) == here]
     outcomes = [built.run_mutant(m) for m in mutants]
+    built.close()
     killed = sum(o.killed for o in outcomes)
     seconds = sum(o.seconds for o in outcomes)
     request.node.user_properties.append(
