@@ -74,34 +74,40 @@ def files_at(project: Path, commit: str, skip: tuple[str, ...] = ()) -> Files:
     return files
 
 
-def _path_pattern(relative: Path) -> str:
-    return re.sub(r"\{\{.*?\}\}", "*", relative.as_posix())
-
-
 def infer_rung(files: Files) -> Rung:
-    """The rung whose template's file names the project's files match best."""
-
-    def score(rung: Rung) -> float:
-        root = template_dir(rung) / "{{cookiecutter.project_name}}"
-        patterns = [_path_pattern(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
-        hits = sum(any(fnmatch.fnmatchcase(name, p) for name in files) for p in patterns)
-        return hits / max(len(patterns), 1)
-
-    scores = sorted(((score(rung), rung.name) for rung in available()), reverse=True)
-    (best, name), (second, _) = scores[0], scores[1]
-    if best < 0.5 or best - second < 0.1:
+    """The rung whose template, rendered with the project's names, is closest
+    to the project's files (clearly closer than any other's)."""
+    distances = sorted(
+        (distance(_render(rung, files, {}), files), rung.name) for rung in available()
+    )
+    (best, name), (second, _) = distances[0], distances[1]
+    if best > 0.8 * second:
         raise UsageError(
             "cannot tell which template this project came from; name it with --rung NAME"
         )
     return next(rung for rung in available() if rung.name == name)
 
 
-def stated_answers(files: Files, options: dict[str, Option]) -> dict[str, object]:
-    """The answers the project's own files state."""
+def stated_answers(files: Files, options: dict[str, Option], template: Path) -> dict[str, object]:
+    """The answers the project's own files state. (An earlier release always
+    generated the worked example, under its own name: `example`'s default.)"""
     answers: dict[str, object] = {}
+    if "example" in options and options["example"].choices:
+        answers["example"] = options["example"].choices[0]
     pyproject = files.get("pyproject.toml")
     if pyproject:
-        answers["project_name"] = tomllib.loads(pyproject[0].decode())["project"]["name"]
+        project = tomllib.loads(pyproject[0].decode())["project"]
+        answers["project_name"] = project["name"]
+        licences = options["license"].choices if "license" in options else ()
+        if project.get("license") in licences:
+            answers["license"] = project["license"]
+    # The accelerator workflow, if any, is one of the template's files verbatim.
+    workflow = files.get(".github/workflows/accelerator.yml")
+    if workflow is None:
+        answers["accelerator_ci"] = "none"
+    for kind in template.glob("*/_accelerator_ci/*.yml"):
+        if workflow and kind.read_bytes() == workflow[0]:
+            answers["accelerator_ci"] = kind.stem
     packages = {n.split("/")[1] for n in files if re.fullmatch(r"src/[^/]+/__init__\.py", n)}
     if len(packages) == 1:
         answers["package_name"] = packages.pop()
@@ -116,9 +122,11 @@ def _lines(files: Files) -> set[tuple[str, bytes]]:
     return {(name, line) for name, (data, _) in files.items() for line in data.splitlines()}
 
 
-def distance(one: Files, other: Files) -> int:
-    """Lines (with their file) in one and not the other, or the reverse."""
-    return len(_lines(one) ^ _lines(other))
+def distance(render: Files, base: Files) -> int:
+    """Lines (with their file) in one and not the other, in the files the base
+    has: a file the project never had tells nothing about its answers."""
+    shared = {name: entry for name, entry in render.items() if name in base}
+    return len(_lines(shared) ^ _lines(base))
 
 
 def infer_answers(
@@ -128,7 +136,7 @@ def infer_answers(
     and a note per inferred choice."""
     template = template_dir(rung)
     options = load_options(template)
-    answers = {**stated_answers(base, options), **given}
+    answers = {**stated_answers(base, options, template), **given}
     skip = update_skip(template)
     notes = []
 
@@ -146,6 +154,17 @@ def infer_answers(
         answers[key] = min(option.choices, key=lambda value: fits[value])
         notes.append(f"{key}={answers[key]} (inferred; --set {key}=VALUE to choose)")
     return answers, notes
+
+
+def _render(rung: Rung, base: Files, answers: dict[str, object]) -> Files:
+    """The current template's files for these answers (the rest stated by
+    base, or defaults)."""
+    template = template_dir(rung)
+    options = load_options(template)
+    trial = {**stated_answers(base, options, template), **answers}
+    with tempfile.TemporaryDirectory(prefix="jax-ladder-adopt-") as tmp:
+        project = render(rung, template, resolve(options, trial), Path(tmp))
+        return project_files(project, update_skip(template))
 
 
 def adopt(

@@ -16,6 +16,7 @@ from typing import NoReturn
 from jax_ladder import __version__, adopt, changelog, doctor, doctor_project, locate, pythons
 from jax_ladder import recommend as rec
 from jax_ladder import update as updating
+from jax_ladder.generation import rebuild_commands
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, docs_dir, template_dir
 from jax_ladder.runner import TestRun, needs_build, run_project_tests
@@ -222,7 +223,16 @@ def cmd_update(args: Args) -> int:
         return 0
     _print_changelog(renders.generation.kit_version)
     plan = updating.apply(args.project, renders)
-    return _report_update(args.project, plan)
+    status = _report_update(args.project, plan)
+    if plan.changed:
+        rung = _rung_or_error(renders.generation.rung)
+        for data, command in rebuild_commands(template_dir(rung)).items():
+            run = command.format(**renders.answers)
+            print(
+                f"  REBUILD  {data}: generated data, which update never merges; after an "
+                f"update that changed the op or its format, run: {run}"
+            )
+    return status
 
 
 def _print_changelog(since: str) -> None:

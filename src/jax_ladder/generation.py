@@ -46,6 +46,14 @@ def update_skip(template: Path) -> tuple[str, ...]:
     return tuple(raw.get("_update_skip", ()))
 
 
+def rebuild_commands(template: Path) -> dict[str, str]:
+    """cookiecutter.json's `_rebuild`: for each glob of `_update_skip`, the
+    command that regenerates that data ({package_name} filled in), which
+    `update` names since it never merges the data itself."""
+    raw = json.loads((template / "cookiecutter.json").read_text())
+    return dict(raw.get("_rebuild", {}))
+
+
 def project_files(root: Path, skip: tuple[str, ...] = ()) -> Files:
     """Every file under root that belongs to the project as generated."""
     files: Files = {}
