@@ -8,6 +8,7 @@ test_wheels.py installs each default project's wheel into a new environment.
 import re
 import subprocess
 import sys
+import tomllib
 
 import adapt
 import mutation
@@ -79,6 +80,18 @@ def test_every_generated_file_has_a_role_in_the_adapt_table(request, baked):
     op = mutation.op_name_of(template, combo)
     entries = adapt.load(template)
     assert adapt.role_problems(baked, entries, combo, mutation.package_of(baked), op) == []
+
+
+def test_test_dependencies_include_what_jax_export_imports(baked):
+    # The conformance matrix's export cells serialize, for which jax imports
+    # flatbuffers without depending on it: a fresh environment with only the
+    # project's declared test dependencies must have it (the kit's own
+    # environment would hide its absence).
+    pyproject = tomllib.loads((baked / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["test"]
+    group = pyproject["dependency-groups"]["test"]
+    for declared in (extra, group):
+        assert any(str(r).startswith("flatbuffers") for r in declared), declared
 
 
 def plain_cookiecutter(template, output_dir, *extra):
