@@ -30,3 +30,5 @@ myst_heading_anchors = 3
 
 html_theme = "furo"
 html_title = f"jax-ladder {version}"
+# A page with no icon makes browsers ask for /favicon.ico, which the site lacks.
+html_favicon = "favicon.svg"

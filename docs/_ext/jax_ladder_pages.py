@@ -116,7 +116,8 @@ def ladder_svg() -> str:
             if rung.template
             else f"no template: use {rung.instead}"
         )
-        body.append(text_lines(40, y + 19, [f"{rung.step}  {rung.name}: {rung.summary}", second]))
+        first = f"{rung.step}  {rung.name}: {rung.summary}"
+        body.append(text_lines(40, y + 19, [first, second], bold_first=True))
     return svg(width, height, body, "The ladder: nine rungs, step 1 at the bottom")
 
 
@@ -144,8 +145,8 @@ def conditions(when: Conditions) -> str:
 def rule_box(rule: Rule) -> list[str]:
     return [
         rule.id,
-        *textwrap.wrap(f"if {conditions(rule.when)}", 46),
-        *textwrap.wrap(f"use {rule.use}", 46),
+        *textwrap.wrap(f"if {conditions(rule.when)}", 46, break_long_words=False),
+        *textwrap.wrap(f"use {rule.use}", 46, break_long_words=False),
     ]
 
 
@@ -292,7 +293,8 @@ def example_md(folder: Path) -> str:
 
 def load_module(path: Path) -> object:
     spec = importlib.util.spec_from_file_location(f"_site_{path.parent.name}_{path.stem}", path)
-    assert spec and spec.loader
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

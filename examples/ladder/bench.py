@@ -18,7 +18,7 @@ timings are for right answers. On a CPU the Pallas rung runs in the interpreter:
 says nothing about a kernel's.
 
 --json writes the table with the machine and date (results.json is one such measurement);
---plot draws it (plot.py, with matplotlib: pip install 'jax-ladder[plot]').
+--plot draws it (plot.py; needs matplotlib, which the kit's docs extra has).
 """
 
 import argparse

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-INSTALL = "--plot needs matplotlib: pip install 'jax-ladder[plot]' (or pip install matplotlib)"
+INSTALL = "--plot needs matplotlib: pip install matplotlib (the kit's docs extra has it)"
 
 
 def load(path):
