@@ -9,7 +9,9 @@ template page go to $JAX_LADDER_SCREENSHOTS (default: a temporary folder).
 """
 
 import functools
+import html
 import http.server
+import importlib.util
 import os
 import subprocess
 import sys
@@ -190,3 +192,18 @@ def test_screenshots_of_the_landing_and_a_template_page(browser, server, tmp_pat
         assert shot.stat().st_size > 10_000, shot
         print(f"screenshot: {shot}")
     page.close()
+
+
+def test_the_ladder_plot_draws_every_rung_of_the_stored_measurement(tmp_path):
+    """What the site shows for examples/ladder: `bench.py --plot`'s drawing of results.json."""
+    pytest.importorskip("matplotlib", reason="pip install matplotlib (the test extra has it)")
+    spec = importlib.util.spec_from_file_location("ladder_plot", REPO / "examples/ladder/plot.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    results = plot.load(REPO / "examples/ladder/results.json")
+    assert results["machine"], results
+    assert results["date"], results
+    plot.plot(results, tmp_path / "ladder.svg")
+    text = html.unescape((tmp_path / "ladder.svg").read_text())
+    for label in (*plot.AXES, *(row["rung"] for row in results["rows"])):
+        assert f">{label}<" in text, label

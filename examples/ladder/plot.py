@@ -26,6 +26,7 @@ def _pyplot():
         sys.exit(INSTALL)
     matplotlib.use("svg")  # no display needed
     matplotlib.rcParams["svg.hashsalt"] = "jax-ladder"  # the same SVG for the same numbers
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text as text: smaller, searchable
     import matplotlib.pyplot as plt
 
     return plt
@@ -50,6 +51,9 @@ def _lines(value):
     return sum(int(part) for part in str(value).split("+"))
 
 
+AXES = ("time, ms (median; less is better)", "memory, MiB", "lines of code (+ C++)")
+
+
 def plot(results, path):
     """Write the three panels of `results` (bench.py's JSON) to `path` (SVG)."""
     plt = _pyplot()
@@ -60,7 +64,7 @@ def plot(results, path):
         time_ax,
         names,
         {"forward": [r["fwd_ms"] for r in rows], "value and grad": [r["vg_ms"] for r in rows]},
-        "time, ms (median; less is better)",
+        AXES[0],
     )
     _bars(
         mem_ax,
@@ -69,9 +73,9 @@ def plot(results, path):
             "saved for backward": [r["saved_mib"] for r in rows],
             "temp": [r["temp_mib"] for r in rows],
         },
-        "memory, MiB",
+        AXES[1],
     )
-    _bars(loc_ax, names, {"lines": [_lines(r["lines"]) for r in rows]}, "lines of code (+ C++)")
+    _bars(loc_ax, names, {"lines": [_lines(r["lines"]) for r in rows]}, AXES[2])
     rows_, d = results["shape"]
     fig.suptitle(
         f"RMS norm at every rung, float32 x ({rows_}, {d}): {results['machine']}, "
