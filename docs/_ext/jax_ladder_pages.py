@@ -45,7 +45,12 @@ SECTIONS = {
     "What it supports": ("<!-- support-table", "<!-- /support-table -->"),
 }
 # A template's measured benchmark plot, where it has one (first found wins).
-BENCH_PLOTS = ("bench.svg", f"{PROJECT}/docs/bench.svg", f"{PROJECT}/benchmarks/bench.svg")
+BENCH_PLOTS = (
+    "bench.svg",
+    f"{PROJECT}/docs/bench.svg",
+    f"{PROJECT}/docs/_static/bench.svg",
+    f"{PROJECT}/benchmarks/bench.svg",
+)
 TEMPLATE_FILL, NO_TEMPLATE_FILL, INK = "#dbe7fb", "#f2f2f2", "#1f2a44"
 
 
