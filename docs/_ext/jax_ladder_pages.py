@@ -287,10 +287,11 @@ def example_md(folder: Path) -> str:
         plot = load_module(folder / "plot.py")
         measured = plot.load(results)
         plot.plot(measured, OUT / "examples" / f"{folder.name}.svg")
+        load = f", load average {measured['load_average']}" if "load_average" in measured else ""
         page += (
             "\n## The table as a picture\n\n"
             f"`bench.py --plot` from the stored measurement (`results.json`): "
-            f"{measured['machine']}, jax {measured['jax']}, {measured['date']}.\n\n"
+            f"{measured['machine']}, jax {measured['jax']}, {measured['date']}{load}.\n\n"
             f"![bench.py's table, drawn]({folder.name}.svg)\n"
         )
     return page

@@ -156,6 +156,8 @@ def results_record(rows, d, rounds, figures, forward, backward):
     """The table as data, with what it was measured on: what --json writes, --plot draws."""
     return {
         "machine": machine(),
+        # Other jobs slow every rung alike (they take turns), but say how busy it was.
+        "load_average": round(os.getloadavg()[0], 1),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "jax": jax.__version__,
         "shape": [rows, d],
