@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import html
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -232,7 +233,10 @@ def readme_sections(template: Path) -> dict[str, str]:
     """The marked sections of the template's README, rendered with the default options."""
     from cookiecutter.environment import StrictEnvironment
 
-    context = resolve(load_options(template), {})
+    # The options with their defaults, and the private keys (_jax_spec) a README may name.
+    raw = json.loads((template / "cookiecutter.json").read_text())
+    context = {k: v for k, v in raw.items() if k.startswith("_")}
+    context |= resolve(load_options(template), {})
     readme = (template / PROJECT / "README.md").read_text()
     text = StrictEnvironment(keep_trailing_newline=True).from_string(readme)
     rendered = text.render(cookiecutter=context)
