@@ -56,8 +56,12 @@ TEMPLATE_FILL, NO_TEMPLATE_FILL, INK = "#dbe7fb", "#f2f2f2", "#1f2a44"
 
 
 # -- writing ---------------------------------------------------------------------------
+WRITTEN: set[Path] = set()  # this build's files; generate() removes any other
+
+
 def write(path: Path, text: str) -> None:
     """Write only what changed, so Sphinx rereads only the pages whose sources changed."""
+    WRITTEN.add(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
@@ -279,18 +283,21 @@ def template_md(rung: Rung, images: Path) -> str:
 
 
 def copy_if_changed(source: Path, target: Path) -> None:
+    WRITTEN.add(target)
     if not target.is_file() or target.read_bytes() != source.read_bytes():
         shutil.copyfile(source, target)
 
 
 # -- the worked examples ---------------------------------------------------------------
-def example_md(folder: Path) -> str:
+def example_md(folder: Path, out: Path) -> str:
     page = f"```{{include}} ../../../examples/{folder.name}/README.md\n```\n"
     results = folder / "results.json"
     if results.is_file():
         plot = load_module(folder / "plot.py")
         measured = plot.load(results)
-        plot.plot(measured, OUT / "examples" / f"{folder.name}.svg")
+        drawing = out / "examples" / f"{folder.name}.svg"
+        plot.plot(measured, drawing)
+        WRITTEN.add(drawing)
         load = f", load average {measured['load_average']}" if "load_average" in measured else ""
         page += (
             "\n## The table as a picture\n\n"
@@ -312,12 +319,19 @@ def load_module(path: Path) -> object:
 
 # -- the CLI reference -----------------------------------------------------------------
 def cli_md() -> str:
-    os.environ["COLUMNS"] = "96"  # argparse wraps to the terminal; fix it
-    parser = cli._parser()
-    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    parts = ["# Command line\n\n", f"```text\n{parser.format_help()}```\n"]
-    for name, command in sub.choices.items():
-        parts.append(f"\n## {name}\n\n```text\n{command.format_help()}```\n")
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "96"  # argparse wraps to the terminal's width; fix it
+    try:
+        parser = cli._parser()
+        (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parts = ["# Command line\n\n", f"```text\n{parser.format_help()}```\n"]
+        for name, command in sub.choices.items():
+            parts.append(f"\n## {name}\n\n```text\n{command.format_help()}```\n")
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
     return "".join(parts)
 
 
@@ -338,7 +352,10 @@ def generate(out: Path = OUT) -> None:
         write(out / f"{template_page(rung)}.md", template_md(rung, out / "templates"))
     for folder in sorted((ROOT / "examples").iterdir()):
         if (folder / "README.md").is_file():
-            write(out / "examples" / f"{folder.name}.md", example_md(folder))
+            write(out / "examples" / f"{folder.name}.md", example_md(folder, out))
+    # A page whose source is gone (a template or example removed) goes too.
+    for stale in [p for p in out.rglob("*") if p.is_file() and p not in WRITTEN]:
+        stale.unlink()
 
 
 def on_config_inited(app: Sphinx, config: Config) -> None:
