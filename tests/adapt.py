@@ -121,7 +121,8 @@ def table(entries: list[Entry]) -> str:
 
 def readme_with_table(readme: str, entries: list[Entry]) -> str:
     start, end = readme.index(START) + len(START), readme.index(END)
-    return readme[:start] + "\n" + table(entries) + "\n" + readme[end:]
+    # Blank lines around the table: mdformat (the projects' pre-commit hook) wants them.
+    return readme[:start] + "\n\n" + table(entries) + "\n\n" + readme[end:]
 
 
 def readme_path(template: Path) -> Path:

@@ -8,8 +8,11 @@ bake with, the optional files the op does not use, why this op) and `files/`,
 the op's files at their generated paths.
 """
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -29,6 +32,11 @@ ADAPTED = REPO / "tests" / "adapted"
 # declaration; ffi's op is also its C++ kernel.
 MOST_FILES = {"ffi": 4}
 THEIRS = {"yours", "declaration"}
+WRITE_TABLE = (
+    "import sys; sys.path.insert(0, 'tests'); import support_table as t; "
+    "from op_spec import SPEC; text = t.README.read_text(); "
+    "t.README.write_text(text.replace(t.current_block(text), t.render(SPEC)))"
+)
 
 
 def example_of(rung) -> str:
@@ -127,6 +135,11 @@ def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     assert {r: role(r) for r in written if role(r) not in THEIRS} == {}
     assert len(written) <= MOST_FILES.get(rung.name, 3), written
     shutil.copytree(files, project, dirs_exist_ok=True)
+    # The README's support table, from the new declaration (what a user's
+    # `python tests/support_table.py` writes once the cells pass; the run
+    # below checks every cell and that the table matches them).
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    subprocess.run([sys.executable, "-c", WRITE_TABLE], cwd=project, env=env, check=True)
 
     mutation.Project(project, op)  # builds a compiled project into src/
     run = run_project_tests(project, code=project / "src")
