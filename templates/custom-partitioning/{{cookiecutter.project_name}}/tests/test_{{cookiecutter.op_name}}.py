@@ -11,9 +11,9 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
-from {{ cookiecutter.package_name }} import top_k, top_k_reference
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as top_k
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference as top_k_reference
 from {{ cookiecutter.package_name }}.hlo import collectives, compiled_text
-from {{ cookiecutter.package_name }}.sharded_top_k import SHARD_ITEMS, SOFTMAX
 
 from compare import assert_close
 from conftest import mesh_devices
@@ -23,6 +23,8 @@ from oracle import GRADIENTS, VALUES, quantized_with_ties, top_k_f64, top_k_vjp_
 MESH_SHAPES = [(8, 1), (1, 8), (4, 2), (2, 4), (1, 1)]
 SPECS = [P(), P("batch", None), P(None, "items"), P("batch", "items")]
 K = 4
+SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "False" }}  # the rule keeps items sharded
+SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}  # values are softmax probabilities
 
 
 def make_mesh(shape):
