@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.reference import init_params, {{ op }}
+from {{ cookiecutter.package_name }}.reference import {{ [cookiecutter.op_name, "init_params"] | sort | join(", ") }}
 
 from compare import Ulps
 from conformance import Arg, OpSpec, Refuse

@@ -2,6 +2,8 @@
 """Tests of this example model only (delete this file with the example): the
 all-masked row, and the longest sequence its positional table allows."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,7 @@ import pytest
 from jax import export
 
 from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.reference import MAX_LEN, init_params, {{ op }}
+from {{ cookiecutter.package_name }}.reference import MAX_LEN, {{ [cookiecutter.op_name, "init_params"] | sort | join(", ") }}
 
 from compare import assert_close
 from op_spec import GRADIENTS, SPEC, VALUES
@@ -47,4 +49,4 @@ def test_without_the_constraint_export_fails():
     b, s = export.symbolic_shape("b, s")
     specs = [jax.ShapeDtypeStruct((b, s, 16), jnp.float32), jax.ShapeDtypeStruct((b, s), jnp.bool_)]
     with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
-        export.export(jax.jit(lambda x, m: {{ op }}(init_params(), x, m)))(*specs)
+        export.export(jax.jit(partial({{ op }}, init_params())))(*specs)

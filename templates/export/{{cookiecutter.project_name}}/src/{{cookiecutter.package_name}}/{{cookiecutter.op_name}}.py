@@ -13,7 +13,7 @@ from functools import partial
 
 import jax
 
-from .reference import FEATURES{% if seq and not skeleton %}, MAX_LEN{% endif %}, Params, init_params, {{ op }}
+from .reference import FEATURES{% if seq and not skeleton %}, MAX_LEN{% endif %}, Params, {{ [cookiecutter.op_name, "init_params"] | sort | join(", ") }}
 
 # One entry per argument, in order: its name, symbolic shape and dtype. The
 # first is a float input (the one the tests differentiate). Dimension
@@ -33,5 +33,5 @@ CONSTRAINTS: tuple[str, ...] = ({% if seq and not skeleton %}f"s <= {MAX_LEN}",{
 
 
 def exported_function(params: Params | None = None) -> Callable[..., jax.Array]:
-    """{{ op }} with its weights bound: they are baked into the artifact as constants."""
+    """The model with its weights bound: they are baked into the artifact as constants."""
     return partial({{ op }}, init_params() if params is None else params)
