@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from adapted_conv_tagger import artifact
-from adapted_conv_tagger.reference import init_params, conv_tagger
+from adapted_conv_tagger.reference import conv_tagger, init_params
 
 from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
