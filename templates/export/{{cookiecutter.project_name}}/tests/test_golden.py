@@ -57,7 +57,7 @@ def test_golden_artifact_still_loads_and_runs(golden):
     assert_close(got, expected, SPEC.tolerance)
     # The model code must still compute what was exported; if you changed it
     # on purpose, re-export the golden artifact.
-    changed = f"the model no longer computes what the golden artifact holds; if on purpose, {REEXPORT}"
+    changed = f"the model no longer computes what the golden artifact holds; {REEXPORT}"
     now = SPEC.reference(*inputs)
     assert now.shape == expected.shape, changed
     try:
