@@ -239,9 +239,8 @@ def test_vmap_is_not_supported_by_exported_calls(loaded):
         jax.vmap(loaded.exported.call)(*stacked)
 {% if cookiecutter.vjp_order != "0" %}
 
-# The smallest sizes and odd ones (the conformance cells take the gradient at
-# their own sizes).
-@pytest.mark.parametrize("sizes", [SIZES[0], SIZES[2]], ids=str)
+# The smallest sizes, 1 (the conformance cells take the gradient at theirs).
+@pytest.mark.parametrize("sizes", SIZES[:1], ids=str)
 def test_grad_through_the_artifact_matches_reference(loaded, sizes):
     inputs = inputs_for(loaded, sizes)
     x, rest = inputs[X], list(inputs.values())[1:]
