@@ -4,8 +4,8 @@
 """What is exported: the function (the model with its weights bound), its
 inputs' symbolic signature, and the facts about their sizes that it needs.
 
-artifact.py exports, saves, loads and checks whatever this module declares;
-{% if skeleton %}TODO: declare your model's inputs and constraints here.{% else %}to export another model, change this module and reference.py.{% endif %}
+artifact.py exports, saves, loads and checks whatever this module declares.
+{% if skeleton %}TODO: declare your model's inputs and constraints here.{% else %}To export another model, change this module and reference.py.{% endif %}
 """
 
 from collections.abc import Callable
