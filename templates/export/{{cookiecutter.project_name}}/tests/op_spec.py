@@ -40,7 +40,7 @@ def {{ op }}_f64(params, x{% if seq %}, mask{% endif %}):
     """The model in float64 NumPy, written independently of reference.py."""
     del params
     x = np.asarray(x, np.float64)
-    return {% if seq %}np.where(np.asarray(mask, bool)[..., None], x, 0.0){% else %}x{% endif %}
+    return {% if seq %}np.where(np.asarray(mask, bool)[..., None], x, 0.0){% else %}np.where(np.isfinite(x), x, 0.0){% endif %}
 {%- else %}
 
 # How far the model may be from the oracle, in ulps (tests/compare.py). Its

@@ -6,7 +6,7 @@ artifact is checked against (tests/op_spec.py holds its float64 oracle).
 
 TODO: replace init_params with loading your trained weights and {{ op }} with
 your model, a pure function of (params, inputs). This skeleton's model is the
-identity{% if seq %} on real tokens (padding gives 0){% endif %}, with no weights.
+identity{% if seq %} on real tokens (padding gives 0){% else %} (non-finite values give 0){% endif %}, with no weights.
 """
 
 import jax
@@ -32,9 +32,9 @@ def {{ op }}(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
 {% else %}
 
 def {{ op }}(params: Params, x: jax.Array) -> jax.Array:
-    """x: (batch, FEATURES) float32 -> x itself, (batch, FEATURES)."""
+    """x: (batch, FEATURES) float32 -> x itself where finite, else 0: (batch, FEATURES)."""
     del params
-    return jnp.multiply(x, 1.0)
+    return jnp.where(jnp.isfinite(x), x, 0.0)
 {% endif -%}
 {%- else -%}
 """The model in plain JAX: what gets exported, and the reference the reloaded
