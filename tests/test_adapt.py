@@ -119,8 +119,8 @@ def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     project = scaffold(rung, tmp_path, options)
     package = mutation.package_of(project)
     op = str(options["op_name"])
-    combo = {k: str(v) for k, v in options.items()}
-    combo.setdefault("example", example_of(rung))
+    defaults = {k: str(o.default) for k, o in load_options(template_dir(rung)).items() if o.choices}
+    combo = {**defaults, **{k: str(v) for k, v in options.items()}}
     entries = adapt.load(template_dir(rung))
 
     def role(relative):

@@ -20,7 +20,7 @@ from jax_ladder.generation import (
     read_generation,
     record,
 )
-from jax_ladder.rungs import by_name, template_dir
+from jax_ladder.rungs import available, by_name, template_dir
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
 from jax_ladder.versions import JAX_SPEC
@@ -211,9 +211,15 @@ def test_refusals_are_one_line_exit_2_and_change_nothing(tmp_path, project, spoi
     assert project_files(project.parent) == before
 
 
-def test_cruft_route_from_a_local_clone_offline(tmp_path):
+# Generated data cruft must not patch (README: the `skip` list), per rung.
+CRUFT_SKIP = {"export": ["tests/golden"]}
+
+
+@pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
+def test_cruft_route_from_a_local_clone_offline(tmp_path, rung):
     """A project made with cruft from a clone of the kit: `cruft check` flags a
-    template change, `cruft update` applies it."""
+    template change, `cruft update` applies it, with the skip list the
+    project's README gives (no rejected hunk, no half-patched data)."""
     kit = tmp_path / "kit"
     shutil.copytree(KIT_TEMPLATES, kit / "templates")
     git(kit, "init", "-q")
@@ -221,21 +227,26 @@ def test_cruft_route_from_a_local_clone_offline(tmp_path):
     cruft = [sys.executable, "-m", "cruft"]
     out = tmp_path / "out"
     out.mkdir()
-    create = [*cruft, "create", str(kit), "--directory", "templates/custom-vjp", "--no-input"]
+    create = [*cruft, "create", str(kit), "--directory", f"templates/{rung.name}", "--no-input"]
     subprocess.run(create, cwd=out, check=True, capture_output=True)
-    project = out / "safe-distances"
+    (project,) = out.iterdir()
+    state = json.loads((project / ".cruft.json").read_text())
+    state["skip"] = CRUFT_SKIP.get(rung.name, [])
+    (project / ".cruft.json").write_text(json.dumps(state, indent=2))
     git(project, "init", "-q")
     commit_all(project, "generated")
     check = subprocess.run([*cruft, "check"], cwd=project, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 
-    oracle = kit / "templates/custom-vjp/{{cookiecutter.project_name}}/tests/oracle.py"
-    oracle.write_text(oracle.read_text() + "\n# Template fix.\n")
+    spec = kit / f"templates/{rung.name}/{{{{cookiecutter.project_name}}}}/tests/op_spec.py"
+    spec.write_text(spec.read_text() + "\n# Template fix.\n")
     commit_all(kit, "fix")
     check = subprocess.run([*cruft, "check"], cwd=project, capture_output=True, text=True)
     assert check.returncode != 0
     subprocess.run([*cruft, "update", "-y"], cwd=project, check=True, capture_output=True)
-    assert (project / "tests/oracle.py").read_text().endswith("# Template fix.\n")
+    assert (project / "tests/op_spec.py").read_text().endswith("# Template fix.\n")
+    assert sorted(project.rglob("*.rej")) == []
+    assert git(project, "status", "--porcelain", "tests/golden").stdout == ""
 
 
 def test_the_projects_tests_say_when_jax_is_outside_the_pinned_range(project):

@@ -7,18 +7,20 @@ Optional: after changing the model on purpose, re-export it (the command
 above); if you ship no golden artifact, delete this file and tests/golden/."""
 
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
 from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.__main__ import GOLDEN
 
 from compare import assert_close
 from op_spec import SPEC
 
-REEXPORT = f"re-export it: python -m {artifact.__package__} export --golden"
+# Beside this file, however the package is installed (a wheel's tests too).
+GOLDEN = Path(__file__).parent / "golden" / "model.jax"
+REEXPORT = f"re-export it, in the project's root: python -m {artifact.__package__} export --golden"
 
 
 class GoldenFormatSuperseded(UserWarning):

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden" / "model.jax"
+# Relative to the project's root, where --golden runs: the golden artifact is
+# the project's test data, not the package's, so an installed copy of the
+# package writes and the tests read the checkout's tests/golden/.
+GOLDEN = Path("tests", "golden", "model.jax")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +56,8 @@ def export_command(args: argparse.Namespace) -> int:
     from .{{ cookiecutter.op_name }} import exported_function
 
     platforms = tuple(args.platforms.split(",")) if args.platforms else artifact.PLATFORMS
+    if args.golden and not Path("tests").is_dir():
+        raise FileNotFoundError("--golden writes tests/golden/: run it in the project's root")
     out = GOLDEN if args.golden else args.out
     exported = artifact.export_model(platforms=platforms)
     artifact.save(exported, out)
