@@ -1,12 +1,29 @@
-"""The tridiagonal matrix-vector product as a new JAX primitive, with its own rules."""
+"""A new JAX primitive with its own rules, and its plain-JAX reference:
 
-from .reference import tridiagonal_matvec_reference
+{{ cookiecutter.op_name }}
+"""
+
+from .reference import {{ cookiecutter.op_name }}_reference
 {%- if cookiecutter.api == "hijax" %}
-from .tridiagonal_matvec import TridiagonalMatvec, tridiagonal_matvec
+from .{{ cookiecutter.op_name }} import (
+    {{ cookiecutter.op_name.title().replace("_", "") }},
+    {{ cookiecutter.op_name }},
+)
 
-__all__ = ["TridiagonalMatvec", "tridiagonal_matvec", "tridiagonal_matvec_reference"]
+__all__ = [
+    "{{ cookiecutter.op_name.title().replace("_", "") }}",
+    "{{ cookiecutter.op_name }}",
+    "{{ cookiecutter.op_name }}_reference",
+]
 {%- else %}
-from .tridiagonal_matvec import tridiagonal_matvec, tridiagonal_matvec_p
+from .{{ cookiecutter.op_name }} import (
+    {{ cookiecutter.op_name }},
+    {{ cookiecutter.op_name }}_p,
+)
 
-__all__ = ["tridiagonal_matvec", "tridiagonal_matvec_p", "tridiagonal_matvec_reference"]
+__all__ = [
+    "{{ cookiecutter.op_name }}",
+    "{{ cookiecutter.op_name }}_p",
+    "{{ cookiecutter.op_name }}_reference",
+]
 {%- endif %}

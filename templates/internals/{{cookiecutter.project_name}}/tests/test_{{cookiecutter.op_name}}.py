@@ -1,5 +1,8 @@
-"""The primitive against the float64 NumPy oracle (and the plain-JAX
-reference): values, every transformation rule, sharding, export, bad input."""
+"""The example's own tests (delete them with an op of your own: the
+conformance matrix and tests/test_reference.py test any op from its
+declaration): the primitive against the float64 NumPy oracle and the plain-JAX
+reference, at the edges of the band, through each of its rules, sharded,
+exported, and on bad input."""
 
 import re
 
@@ -11,26 +14,32 @@ from jax import export
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
-from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matvec_reference
+from {{ cookiecutter.package_name }} import (
+    {{ cookiecutter.op_name }},
+    {{ cookiecutter.op_name }}_reference,
+)
 {%- if cookiecutter.lowering == "ffi" %}
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from compare import assert_close
 from conftest import mesh_devices
-from oracle import (
+from op_spec import (
     GRADIENTS,
     THROUGH_A_LOSS,
     VALUES,
-    shape_id,
-    tridiagonal_matvec_f64,
-    tridiagonal_matvec_vjp_f64,
+    {{ cookiecutter.op_name }}_f64,
+    {{ cookiecutter.op_name }}_vjp_f64,
 )
 
 # (*batch, n): n = 1 and 2 (the ignored corners are all there is), odd n, batches.
 SHAPES = [(1,), (2,), (7,), (4, 1), (3, 33), (2, 3, 64), (4096,)]
 DTYPES = ["float32", "float64"]
 ALL = (0, 1, 2, 3)
+
+
+def shape_id(shape):
+    return "x".join(map(str, shape))
 
 
 def operands(rng, shape, dtype="float32"):
@@ -49,13 +58,13 @@ def primitive_names(jaxpr):
     ]
 
 
-PRIMITIVE = "TridiagonalMatvec"
+PRIMITIVE = "{{ cookiecutter.op_name.title().replace("_", "") }}"
 {%- else %}
     """The primitive of each equation."""
     return [e.primitive.name for e in jaxpr.eqns]
 
 
-PRIMITIVE = "tridiagonal_matvec"
+PRIMITIVE = "{{ cookiecutter.op_name }}"
 {%- endif %}
 
 
@@ -64,29 +73,29 @@ PRIMITIVE = "tridiagonal_matvec"
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 def test_values_match_float64_oracle(rng, shape, dtype, jit):
     args = operands(rng, shape, dtype)
-    f = jax.jit(tridiagonal_matvec) if jit else tridiagonal_matvec
+    f = jax.jit({{ cookiecutter.op_name }}) if jit else {{ cookiecutter.op_name }}
     got = f(*args)
     assert got.dtype == jnp.dtype(dtype)
-    assert_close(got, tridiagonal_matvec_f64(*args), VALUES)
+    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), VALUES)
 
 
 def test_ignored_corners_do_not_matter(rng):
     dl, d, du, x = operands(rng, (5, 8))
-    moved = tridiagonal_matvec(dl.at[:, 0].set(1e3), d, du.at[:, -1].set(-1e3), x)
-    np.testing.assert_array_equal(moved, tridiagonal_matvec(dl, d, du, x))
+    moved = {{ cookiecutter.op_name }}(dl.at[:, 0].set(1e3), d, du.at[:, -1].set(-1e3), x)
+    np.testing.assert_array_equal(moved, {{ cookiecutter.op_name }}(dl, d, du, x))
 
 
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)], ids=shape_id)
 def test_empty_operands_keep_their_shape(rng, shape):
     args = operands(rng, shape)
-    assert tridiagonal_matvec(*args).shape == shape
-    assert jax.jit(tridiagonal_matvec)(*args).shape == shape
-    grads = jax.jit(jax.grad(lambda *a: jnp.sum(tridiagonal_matvec(*a)), argnums=ALL))(*args)
+    assert {{ cookiecutter.op_name }}(*args).shape == shape
+    assert jax.jit({{ cookiecutter.op_name }})(*args).shape == shape
+    grads = jax.jit(jax.grad(lambda *a: jnp.sum({{ cookiecutter.op_name }}(*a)), argnums=ALL))(*args)
     assert [g.shape for g in grads] == [shape] * 4
 
 
 def test_jaxpr_holds_the_primitive_as_one_equation(rng):
-    jaxpr = jax.make_jaxpr(tridiagonal_matvec)(*operands(rng, (3, 8))).jaxpr
+    jaxpr = jax.make_jaxpr({{ cookiecutter.op_name }})(*operands(rng, (3, 8))).jaxpr
     assert primitive_names(jaxpr) == [PRIMITIVE]
 
 
@@ -97,10 +106,10 @@ def test_gradients_match_float64_oracle(rng, shape, dtype):
     cotangent = jnp.asarray(rng.standard_normal(shape), dtype)
 
     def loss(*args):
-        return jnp.sum(cotangent * tridiagonal_matvec(*args))
+        return jnp.sum(cotangent * {{ cookiecutter.op_name }}(*args))
 
     got = jax.jit(jax.grad(loss, argnums=ALL))(*args)
-    for g, w in zip(got, tridiagonal_matvec_vjp_f64(*args, cotangent), strict=True):
+    for g, w in zip(got, {{ cookiecutter.op_name }}_vjp_f64(*args, cotangent), strict=True):
         assert_close(g, w, GRADIENTS)
 
 
@@ -108,11 +117,11 @@ def test_gradients_match_float64_oracle(rng, shape, dtype):
 def test_jvp_matches_float64_oracle(rng, shape):
     args = operands(rng, shape, "float64")
     tangents = operands(rng, shape, "float64")
-    y, ty = jax.jit(lambda a, t: jax.jvp(tridiagonal_matvec, a, t))(tuple(args), tuple(tangents))
+    y, ty = jax.jit(lambda a, t: jax.jvp({{ cookiecutter.op_name }}, a, t))(tuple(args), tuple(tangents))
     dl, d, du, x = args
     tdl, td, tdu, tx = tangents
-    want = tridiagonal_matvec_f64(tdl, td, tdu, x) + tridiagonal_matvec_f64(dl, d, du, tx)
-    assert_close(y, tridiagonal_matvec_f64(*args), VALUES)
+    want = {{ cookiecutter.op_name }}_f64(tdl, td, tdu, x) + {{ cookiecutter.op_name }}_f64(dl, d, du, tx)
+    assert_close(y, {{ cookiecutter.op_name }}_f64(*args), VALUES)
     assert_close(ty, want, VALUES)
 
 
@@ -124,8 +133,8 @@ def test_partial_gradients_match_reference(rng, argnums):
     def loss(f):
         return lambda *a: jnp.sum(jnp.sin(f(*a)))
 
-    got = jax.grad(loss(tridiagonal_matvec), argnums=argnums)(*args)
-    want = jax.grad(loss(tridiagonal_matvec_reference), argnums=argnums)(*args)
+    got = jax.grad(loss({{ cookiecutter.op_name }}), argnums=argnums)(*args)
+    want = jax.grad(loss({{ cookiecutter.op_name }}_reference), argnums=argnums)(*args)
     for g, w in zip(got, want, strict=True):
         assert_close(g, w, THROUGH_A_LOSS)
 
@@ -133,28 +142,28 @@ def test_partial_gradients_match_reference(rng, argnums):
 @pytest.mark.parametrize("modes", [["fwd"], ["rev"]], ids=str)
 def test_check_grads_to_second_order(rng, modes):
     args = operands(rng, (2, 6), "float64")
-    check_grads(tridiagonal_matvec, args, order=2, modes=modes)
+    check_grads({{ cookiecutter.op_name }}, args, order=2, modes=modes)
 
 
 def test_linearize_and_linear_transpose_match_oracle(rng):
     dl, d, du, x = operands(rng, (3, 10), "float64")
     tx, ct = operands(rng, (3, 10), "float64")[:2]
-    y, f_lin = jax.linearize(lambda x: tridiagonal_matvec(dl, d, du, x), x)
-    assert_close(f_lin(tx), tridiagonal_matvec_f64(dl, d, du, tx), VALUES)
-    (ct_x,) = jax.linear_transpose(lambda x: tridiagonal_matvec(dl, d, du, x), x)(ct)
-    assert_close(ct_x, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[3], VALUES)
+    y, f_lin = jax.linearize(lambda x: {{ cookiecutter.op_name }}(dl, d, du, x), x)
+    assert_close(f_lin(tx), {{ cookiecutter.op_name }}_f64(dl, d, du, tx), VALUES)
+    (ct_x,) = jax.linear_transpose(lambda x: {{ cookiecutter.op_name }}(dl, d, du, x), x)(ct)
+    assert_close(ct_x, {{ cookiecutter.op_name }}_vjp_f64(dl, d, du, x, ct)[3], VALUES)
     # Transposing with respect to the bands, x fixed.
-    ct_bands = jax.linear_transpose(lambda *b: tridiagonal_matvec(*b, x), dl, d, du)(ct)
-    for g, w in zip(ct_bands, tridiagonal_matvec_vjp_f64(dl, d, du, x, ct)[:3], strict=True):
+    ct_bands = jax.linear_transpose(lambda *b: {{ cookiecutter.op_name }}(*b, x), dl, d, du)(ct)
+    for g, w in zip(ct_bands, {{ cookiecutter.op_name }}_vjp_f64(dl, d, du, x, ct)[:3], strict=True):
         assert_close(g, w, VALUES)
 
 
 def test_vmap_over_other_axes_is_one_call(rng):
     dl, d, du = operands(rng, (12,))[:3]
     xs = jnp.asarray(rng.standard_normal((12, 5)), jnp.float32)  # batch on axis 1
-    f = jax.vmap(tridiagonal_matvec, in_axes=(None, None, None, 1), out_axes=1)
+    f = jax.vmap({{ cookiecutter.op_name }}, in_axes=(None, None, None, 1), out_axes=1)
     got = f(dl, d, du, xs)
-    assert_close(got, tridiagonal_matvec_f64(dl, d, du, xs.T).T, VALUES)
+    assert_close(got, {{ cookiecutter.op_name }}_f64(dl, d, du, xs.T).T, VALUES)
     # The batching rule makes one call on a batched shape, not one per row.
     assert primitive_names(jax.make_jaxpr(f)(dl, d, du, xs).jaxpr).count(PRIMITIVE) == 1
 
@@ -164,12 +173,12 @@ def test_nested_vmap_with_mixed_axes(rng):
     d = jnp.asarray(rng.standard_normal((9,)), jnp.float32)  # shared
     du = jnp.asarray(rng.standard_normal((9, 4)), jnp.float32)  # batched on axis 1
     x = jnp.asarray(rng.standard_normal((3, 9, 4)), jnp.float32)  # outer axis 0, inner axis 2
-    inner = jax.vmap(tridiagonal_matvec, in_axes=(0, None, 1, 1))
+    inner = jax.vmap({{ cookiecutter.op_name }}, in_axes=(0, None, 1, 1))
     outer = jax.vmap(inner, in_axes=(None, None, None, 0))
     got = outer(dl, d, du, x)
     want = np.stack(
         [
-            [tridiagonal_matvec_f64(dl[j], d, du[:, j], x[i, :, j]) for j in range(4)]
+            [{{ cookiecutter.op_name }}_f64(dl[j], d, du[:, j], x[i, :, j]) for j in range(4)]
             for i in range(3)
         ]
     )
@@ -183,8 +192,8 @@ def test_vmap_of_grad(rng):
         return jax.vmap(jax.grad(lambda *a: jnp.sum(jnp.tanh(f(*a))), argnums=ALL))
 
     for g, w in zip(
-        per_row(tridiagonal_matvec)(*args),
-        per_row(tridiagonal_matvec_reference)(*args),
+        per_row({{ cookiecutter.op_name }})(*args),
+        per_row({{ cookiecutter.op_name }}_reference)(*args),
         strict=True,
     ):
         assert_close(g, w, THROUGH_A_LOSS)
@@ -199,20 +208,20 @@ def test_export_round_trip(rng):
     # XLA's, so the artifact runs only where this package registered it.
     checks = [export.DisabledSafetyCheck.custom_call(TARGET)]
     exported = export.export(
-        jax.jit(tridiagonal_matvec), platforms=("cpu",), disabled_checks=checks
+        jax.jit({{ cookiecutter.op_name }}), platforms=("cpu",), disabled_checks=checks
     )(*specs)
     assert re.search(rf"custom_call @{TARGET}\b", exported.mlir_module())
     # The artifact is the CPU's: call it there even where a GPU is the default.
     args = jax.device_put(args, jax.devices("cpu")[0])
 {%- else %}
-    exported = export.export(jax.jit(tridiagonal_matvec))(*specs)
+    exported = export.export(jax.jit({{ cookiecutter.op_name }}))(*specs)
     # The primitive lowered to plain StableHLO: no custom call but the shape
     # assertions of the symbolic shapes, so the artifact loads where the
     # primitive is not registered.
     assert not re.search(r"custom_call @(?!shape_assertion)", exported.mlir_module())
 {%- endif %}
     loaded = export.deserialize(exported.serialize())
-    assert_close(loaded.call(*args), tridiagonal_matvec_f64(*args), VALUES)
+    assert_close(loaded.call(*args), {{ cookiecutter.op_name }}_f64(*args), VALUES)
 
 
 def test_sharded_batch_needs_no_communication(rng):
@@ -220,12 +229,12 @@ def test_sharded_batch_needs_no_communication(rng):
     args = operands(rng, (16, 32))
     with jax.set_mesh(mesh):
         sharded = [jax.device_put(a, P("batch", None)) for a in args]
-        forward = jax.jit(tridiagonal_matvec)
+        forward = jax.jit({{ cookiecutter.op_name }})
         out = forward(*sharded)
         assert out.sharding.spec == P("batch", None)
 
         def loss(*a):
-            return jnp.sum(tridiagonal_matvec(*a) ** 2)
+            return jnp.sum({{ cookiecutter.op_name }}(*a) ** 2)
 
         backward = jax.jit(jax.grad(loss, argnums=ALL))
         for fn in (forward, backward):
@@ -234,7 +243,7 @@ def test_sharded_batch_needs_no_communication(rng):
                 assert collective not in hlo, collective
         # The loss's sum is the only reduction across devices.
         assert "all-reduce" not in forward.lower(*sharded).compile().as_text()
-    assert_close(out, tridiagonal_matvec_f64(*args), VALUES)
+    assert_close(out, {{ cookiecutter.op_name }}_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize(
@@ -259,6 +268,6 @@ def test_sharded_batch_needs_no_communication(rng):
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_bad_input_gets_the_primitives_error(rng, change, message, jit):
     args = change(operands(rng, (3, 8)))
-    f = jax.jit(tridiagonal_matvec) if jit else tridiagonal_matvec
-    with pytest.raises(TypeError, match=f"tridiagonal_matvec: {message}"):
+    f = jax.jit({{ cookiecutter.op_name }}) if jit else {{ cookiecutter.op_name }}
+    with pytest.raises(TypeError, match=f"{{ cookiecutter.op_name }}: {message}"):
         f(*args)
