@@ -43,9 +43,16 @@ from . import ffi_target
 {%- endif %}
 
 {{ cookiecutter.op_name }}_p = Primitive("{{ cookiecutter.op_name }}")
+# The name each of the primitive's error messages starts with.
+_NAME = {{ cookiecutter.op_name }}_p.name
 
 
-def {{ cookiecutter.op_name }}(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+def {{ cookiecutter.op_name }}(
+    dl: jax.Array,
+    d: jax.Array,
+    du: jax.Array,
+    x: jax.Array,
+) -> jax.Array:
     """The tridiagonal matrix (dl, d, du) times x, along the last axis.
 
     dl, d and du are the sub-, main and super-diagonal; any leading axes are
@@ -89,29 +96,27 @@ def _compute(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Ar
 # --- Abstract evaluation: shapes, dtypes, and the primitive's own errors ------
 def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     if x.ndim < 1:
-        raise TypeError(f"{{ cookiecutter.op_name }}: x must have at least one axis, got shape {x.shape}")
+        raise TypeError(f"{_NAME}: x must have at least one axis, got shape {x.shape}")
     for name, aval in zip(("dl", "d", "du"), (dl, d, du), strict=True):
         if aval.shape != x.shape:
             raise TypeError(
-                f"{{ cookiecutter.op_name }}: {name} has shape {aval.shape}, but every operand "
+                f"{_NAME}: {name} has shape {aval.shape}, but every operand "
                 f"must have the shape of x, {x.shape}"
             )
         if aval.dtype != x.dtype:
             raise TypeError(
-                f"{{ cookiecutter.op_name }}: {name} has dtype {aval.dtype}, but every operand "
+                f"{_NAME}: {name} has dtype {aval.dtype}, but every operand "
                 f"must have the dtype of x, {x.dtype}"
             )
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"{{ cookiecutter.op_name }}: needs floating-point operands, got {x.dtype}")
+        raise TypeError(f"{_NAME}: needs floating-point operands, got {x.dtype}")
 {%- if cookiecutter.lowering == "ffi" %}
     if x.dtype not in ffi_target.DTYPES:
         # Refused here, at trace time, rather than by the CPU handler when the
         # program runs. StableHLO, on the other platforms, could take any float;
         # one list for all keeps a program that traces on one runnable on all.
-        raise TypeError(
-            f"{{ cookiecutter.op_name }}: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
-            f"got {x.dtype}"
-        )
+        handled = ", ".join(ffi_target.DTYPES)
+        raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
     for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
         # Under an explicit mesh an aval names the mesh axes it is split over.
@@ -120,7 +125,7 @@ def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
         spec = aval.sharding.spec
         if len(spec) == aval.ndim and spec[-1] is not None:
             raise TypeError(
-                f"{{ cookiecutter.op_name }}: the last axis of {name} is sharded over mesh axis "
+                f"{_NAME}: the last axis of {name} is sharded over mesh axis "
                 f"{spec[-1]!r}; shard only the leading (batch) axes, or reshard first "
                 "(jax.sharding.reshard)"
             )
@@ -151,11 +156,17 @@ def _impl(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array
 # A rule registered for a platform takes precedence there; every other
 # platform gets the StableHLO lowering. A CUDA handler would be registered the
 # same way, for "cuda" (jax-ladder's FFI starter shows one).
-mlir.register_lowering({{ cookiecutter.op_name }}_p, mlir.lower_fun(_compute, multiple_results=False))
+mlir.register_lowering(
+    {{ cookiecutter.op_name }}_p,
+    mlir.lower_fun(_compute, multiple_results=False),
+)
 mlir.register_lowering({{ cookiecutter.op_name }}_p, ffi_target.lowering, platform="cpu")
 {%- else -%}
 # --- Lowering: to existing StableHLO operations, on every platform ------------
-mlir.register_lowering({{ cookiecutter.op_name }}_p, mlir.lower_fun(_compute, multiple_results=False))
+mlir.register_lowering(
+    {{ cookiecutter.op_name }}_p,
+    mlir.lower_fun(_compute, multiple_results=False),
+)
 {%- endif %}
 
 
@@ -187,7 +198,7 @@ def _transpose(ct: Any, dl: Any, d: Any, du: Any, x: Any) -> list[Any]:
         return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in operands]
     if ad.is_undefined_primal(x):
         if any(ad.is_undefined_primal(a) for a in (dl, d, du)):
-            raise NotImplementedError("{{ cookiecutter.op_name }} is bilinear: transpose one side only")
+            raise NotImplementedError(f"{_NAME} is bilinear: transpose one side only")
         # The transposed matrix has sub-diagonal du[i-1] and super-diagonal dl[i+1].
         ct_x = {{ cookiecutter.op_name }}_p.bind(_shift_down(du), d, _shift_up(dl), ct)
         return [None, None, None, ct_x]

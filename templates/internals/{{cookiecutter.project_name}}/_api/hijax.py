@@ -40,7 +40,12 @@ from . import ffi_target
 {%- endif %}
 
 
-def {{ cookiecutter.op_name }}(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+def {{ cookiecutter.op_name }}(
+    dl: jax.Array,
+    d: jax.Array,
+    du: jax.Array,
+    x: jax.Array,
+) -> jax.Array:
     """The tridiagonal matrix (dl, d, du) times x, along the last axis.
 
     dl, d and du are the sub-, main and super-diagonal; any leading axes are
@@ -51,8 +56,13 @@ def {{ cookiecutter.op_name }}(dl: jax.Array, d: jax.Array, du: jax.Array, x: ja
     time otherwise (no implicit promotion or broadcasting).
     """
     operands = [jnp.asarray(a) for a in (dl, d, du, x)]
-    result: jax.Array = {{ cookiecutter.op_name.title().replace("_", "") }}(*(jax.typeof(a) for a in operands))(*operands)
+    primitive = {{ cookiecutter.op_name.title().replace("_", "") }}(*(jax.typeof(a) for a in operands))
+    result: jax.Array = primitive(*operands)
     return result
+
+
+# The name each of the primitive's error messages starts with.
+_NAME = "{{ cookiecutter.op_name }}"
 
 
 # --- The computation, in existing JAX operations -----------------------------
@@ -98,29 +108,27 @@ def _cpu_handler(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> ja
 # --- Type checking: shapes, dtypes, and the primitive's own errors ------------
 def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     if x.ndim < 1:
-        raise TypeError(f"{{ cookiecutter.op_name }}: x must have at least one axis, got shape {x.shape}")
+        raise TypeError(f"{_NAME}: x must have at least one axis, got shape {x.shape}")
     for name, aval in zip(("dl", "d", "du"), (dl, d, du), strict=True):
         if aval.shape != x.shape:
             raise TypeError(
-                f"{{ cookiecutter.op_name }}: {name} has shape {aval.shape}, but every operand "
+                f"{_NAME}: {name} has shape {aval.shape}, but every operand "
                 f"must have the shape of x, {x.shape}"
             )
         if aval.dtype != x.dtype:
             raise TypeError(
-                f"{{ cookiecutter.op_name }}: {name} has dtype {aval.dtype}, but every operand "
+                f"{_NAME}: {name} has dtype {aval.dtype}, but every operand "
                 f"must have the dtype of x, {x.dtype}"
             )
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"{{ cookiecutter.op_name }}: needs floating-point operands, got {x.dtype}")
+        raise TypeError(f"{_NAME}: needs floating-point operands, got {x.dtype}")
 {%- if cookiecutter.lowering == "ffi" %}
     if x.dtype not in ffi_target.DTYPES:
         # Refused here, at trace time, rather than by the CPU handler when the
         # program runs. StableHLO, on the other platforms, could take any float;
         # one list for all keeps a program that traces on one runnable on all.
-        raise TypeError(
-            f"{{ cookiecutter.op_name }}: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
-            f"got {x.dtype}"
-        )
+        handled = ", ".join(ffi_target.DTYPES)
+        raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
     for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
         # Under an explicit mesh an aval names the mesh axes it is split over.
@@ -129,7 +137,7 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
         spec = aval.sharding.spec
         if len(spec) == aval.ndim and spec[-1] is not None:
             raise TypeError(
-                f"{{ cookiecutter.op_name }}: the last axis of {name} is sharded over mesh axis "
+                f"{_NAME}: the last axis of {name} is sharded over mesh axis "
                 f"{spec[-1]!r}; shard only the leading (batch) axes, or reshard first "
                 "(jax.sharding.reshard)"
             )
@@ -141,9 +149,9 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
 
 class {{ cookiecutter.op_name.title().replace("_", "") }}(hijax.HiPrim):
     """The primitive for one set of operand types (abstract values): each call
-    of {{ cookiecutter.op_name }} makes an instance, and binding it records one
-    equation. Eager calls run through the same path, so the checks in
-    _result_type run for them too."""
+    of the op makes an instance, and binding it records one equation. Eager
+    calls run through the same path, so the checks in _result_type run for
+    them too."""
 
     def __init__(self, dl: Any, d: Any, du: Any, x: Any) -> None:
         self.out_aval = _result_type(dl, d, du, x)
@@ -172,7 +180,8 @@ class {{ cookiecutter.op_name.title().replace("_", "") }}(hijax.HiPrim):
         """The product rule of a bilinear map, in terms of the primitive."""
         dl, d, du, x = primals
         tdl, td, tdu, tx = (hijax.instantiate_zeros(t) for t in tangents)
-        tangent = {{ cookiecutter.op_name }}(tdl, td, tdu, x) + {{ cookiecutter.op_name }}(dl, d, du, tx)
+        tangent = {{ cookiecutter.op_name }}(tdl, td, tdu, x)
+        tangent += {{ cookiecutter.op_name }}(dl, d, du, tx)
         return {{ cookiecutter.op_name }}(dl, d, du, x), tangent
 
     def transpose(self, ct: Any, dl: Any, d: Any, du: Any, x: Any) -> None:

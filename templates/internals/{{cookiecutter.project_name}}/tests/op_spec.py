@@ -39,7 +39,7 @@ GRADIENTS = Ulps(at_value=0, at_scale=3)
 THROUGH_A_LOSS = Ulps(at_value=0, at_scale=16)
 
 
-def {{ cookiecutter.op_name }}_f64(dl, d, du, x):
+def matvec_f64(dl, d, du, x):
     """The product in float64 NumPy, row by row of the band: an oracle that
     shares no code, and no dtype, with the op or the reference."""
     dl, d, du, x = (np.asarray(a, dtype=np.float64) for a in (dl, d, du, x))
@@ -49,7 +49,7 @@ def {{ cookiecutter.op_name }}_f64(dl, d, du, x):
     return y
 
 
-def {{ cookiecutter.op_name }}_vjp_f64(dl, d, du, x, cotangent):
+def matvec_vjp_f64(dl, d, du, x, cotangent):
     """Gradients of sum(cotangent * y) with respect to (dl, d, du, x)."""
     dl, d, du, x, ct = (np.asarray(a, dtype=np.float64) for a in (dl, d, du, x, cotangent))
     g_dl, g_du = np.zeros_like(ct), np.zeros_like(ct)
@@ -73,7 +73,7 @@ SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     op={{ cookiecutter.op_name }},
     reference={{ cookiecutter.op_name }}_reference,
-    oracle={{ cookiecutter.op_name }}_f64,
+    oracle=matvec_f64,
     args=(
         Arg("dl", ("b", "n")),
         Arg("d", ("b", "n")),

@@ -8,12 +8,7 @@ import pytest
 from jax import export
 
 from compare import assert_close
-from op_spec import (
-    GRADIENTS,
-    VALUES,
-    {{ cookiecutter.op_name }}_f64,
-    {{ cookiecutter.op_name }}_vjp_f64,
-)
+from op_spec import GRADIENTS, VALUES, matvec_f64, matvec_vjp_f64
 
 hijax = pytest.importorskip("jax.experimental.hijax")
 
@@ -72,12 +67,12 @@ def operands(rng, shape):
 
 def test_hijax_primitive_jit_vmap_export(rng):
     args = operands(rng, (4, 9))
-    want = {{ cookiecutter.op_name }}_f64(*args)
+    want = matvec_f64(*args)
     assert_close(jax.jit(hijax_matvec)(*args), want, VALUES)
     mapped = jax.vmap(hijax_matvec, in_axes=(None, None, None, 0))(
         *(a[0] for a in args[:3]), args[3]
     )
-    assert_close(mapped, {{ cookiecutter.op_name }}_f64(*(a[:1] for a in args[:3]), args[3]), VALUES)
+    assert_close(mapped, matvec_f64(*(a[:1] for a in args[:3]), args[3]), VALUES)
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
     loaded = export.deserialize(export.export(jax.jit(hijax_matvec))(*specs).serialize())
     assert_close(loaded.call(*args), want, VALUES)
@@ -87,7 +82,7 @@ def test_hijax_primitive_gradient_through_its_transpose(rng):
     args = operands(rng, (4, 9))
     ct = operands(rng, (4, 9))[0]
     got = jax.jit(jax.grad(lambda *a: jnp.sum(ct * hijax_matvec(*a)), argnums=(0, 1, 2, 3)))(*args)
-    for g, w in zip(got, {{ cookiecutter.op_name }}_vjp_f64(*args, ct), strict=True):
+    for g, w in zip(got, matvec_vjp_f64(*args, ct), strict=True):
         assert_close(g, w, GRADIENTS)
 
 

@@ -30,6 +30,8 @@ from . import ffi_target
 {%- endif %}
 
 {{ cookiecutter.op_name }}_p = Primitive("{{ cookiecutter.op_name }}")
+# The name each of the primitive's error messages starts with.
+_NAME = {{ cookiecutter.op_name }}_p.name
 
 
 def {{ cookiecutter.op_name }}(x: jax.Array) -> jax.Array:
@@ -49,14 +51,12 @@ def _compute(x: jax.Array) -> jax.Array:
 def _abstract_eval(x: Any) -> jax.core.ShapedArray:
     # TODO: your op's checks, raised at trace time, and its result's type.
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"{{ cookiecutter.op_name }}: needs floating-point operands, got {x.dtype}")
+        raise TypeError(f"{_NAME}: needs floating-point operands, got {x.dtype}")
 {%- if cookiecutter.lowering == "ffi" %}
     if x.dtype not in ffi_target.DTYPES:
         # Refused at trace time, rather than by the CPU handler at run time.
-        raise TypeError(
-            f"{{ cookiecutter.op_name }}: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
-            f"got {x.dtype}"
-        )
+        handled = ", ".join(ffi_target.DTYPES)
+        raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
     # Typed like x: its sharding under an explicit mesh, and the mesh axes it
     # varies over inside shard_map, which update keeps.
@@ -82,11 +82,17 @@ def _impl(x: jax.Array) -> jax.Array:
 # --- Lowering: a custom call to the C++ handler on the CPU ---------------------
 # A rule registered for a platform takes precedence there; every other
 # platform gets the StableHLO lowering.
-mlir.register_lowering({{ cookiecutter.op_name }}_p, mlir.lower_fun(_compute, multiple_results=False))
+mlir.register_lowering(
+    {{ cookiecutter.op_name }}_p,
+    mlir.lower_fun(_compute, multiple_results=False),
+)
 mlir.register_lowering({{ cookiecutter.op_name }}_p, ffi_target.lowering, platform="cpu")
 {%- else -%}
 # --- Lowering: to existing StableHLO operations, on every platform ------------
-mlir.register_lowering({{ cookiecutter.op_name }}_p, mlir.lower_fun(_compute, multiple_results=False))
+mlir.register_lowering(
+    {{ cookiecutter.op_name }}_p,
+    mlir.lower_fun(_compute, multiple_results=False),
+)
 {%- endif %}
 
 
@@ -97,7 +103,8 @@ def _jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[jax.Array
     # TODO: your op's JVP. The identity is linear: its tangent is the op of
     # the tangent. Write it in terms of the primitive (then the transpose
     # below makes reverse mode) or of existing JAX operations.
-    return {{ cookiecutter.op_name }}_p.bind(x), {{ cookiecutter.op_name }}_p.bind(ad.instantiate_zeros(tx))
+    y = {{ cookiecutter.op_name }}_p.bind(x)
+    return y, {{ cookiecutter.op_name }}_p.bind(ad.instantiate_zeros(tx))
 
 
 ad.primitive_jvps[{{ cookiecutter.op_name }}_p] = _jvp

@@ -37,8 +37,13 @@ def {{ cookiecutter.op_name }}(x: jax.Array) -> jax.Array:
     """TODO: what your op computes, and what it refuses (the skeleton: x,
     unchanged; any float array)."""
     operand = jnp.asarray(x)
-    result: jax.Array = {{ cookiecutter.op_name.title().replace("_", "") }}(jax.typeof(operand))(operand)
+    primitive = {{ cookiecutter.op_name.title().replace("_", "") }}(jax.typeof(operand))
+    result: jax.Array = primitive(operand)
     return result
+
+
+# The name each of the primitive's error messages starts with.
+_NAME = "{{ cookiecutter.op_name }}"
 
 
 # --- The computation, in existing JAX operations -----------------------------
@@ -63,14 +68,12 @@ def _cpu_handler(x: jax.Array) -> jax.Array:
 def _result_type(x: Any) -> jax.core.ShapedArray:
     # TODO: your op's checks, raised at trace time, and its result's type.
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"{{ cookiecutter.op_name }}: needs floating-point operands, got {x.dtype}")
+        raise TypeError(f"{_NAME}: needs floating-point operands, got {x.dtype}")
 {%- if cookiecutter.lowering == "ffi" %}
     if x.dtype not in ffi_target.DTYPES:
         # Refused at trace time, rather than by the CPU handler at run time.
-        raise TypeError(
-            f"{{ cookiecutter.op_name }}: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
-            f"got {x.dtype}"
-        )
+        handled = ", ".join(ffi_target.DTYPES)
+        raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
     # Typed like x: its sharding under an explicit mesh, and the mesh axes it
     # varies over inside shard_map, which update keeps.
@@ -79,7 +82,7 @@ def _result_type(x: Any) -> jax.core.ShapedArray:
 
 class {{ cookiecutter.op_name.title().replace("_", "") }}(hijax.HiPrim):
     """The primitive for one set of operand types (abstract values): each call
-    of {{ cookiecutter.op_name }} makes an instance, and binding it records one equation."""
+    of the op makes an instance, and binding it records one equation."""
 
     def __init__(self, x: Any) -> None:
         self.out_aval = _result_type(x)

@@ -3,27 +3,27 @@
 {{ cookiecutter.op_name }}
 """
 
-from .reference import {{ cookiecutter.op_name }}_reference
+from .{{ cookiecutter.op_name }} import (
 {%- if cookiecutter.api == "hijax" %}
-from .{{ cookiecutter.op_name }} import (
     {{ cookiecutter.op_name.title().replace("_", "") }},
-    {{ cookiecutter.op_name }},
-)
-
-__all__ = [
-    "{{ cookiecutter.op_name.title().replace("_", "") }}",
-    "{{ cookiecutter.op_name }}",
-    "{{ cookiecutter.op_name }}_reference",
-]
-{%- else %}
-from .{{ cookiecutter.op_name }} import (
-    {{ cookiecutter.op_name }},
-    {{ cookiecutter.op_name }}_p,
-)
-
-__all__ = [
-    "{{ cookiecutter.op_name }}",
-    "{{ cookiecutter.op_name }}_p",
-    "{{ cookiecutter.op_name }}_reference",
-]
 {%- endif %}
+    {{ cookiecutter.op_name }},
+{%- if cookiecutter.api == "extend" %}
+    {{ cookiecutter.op_name }}_p,
+{%- endif %}
+)
+
+# isort: split
+# (the op's module sorts before or after reference.py, as its name falls)
+from .reference import {{ cookiecutter.op_name }}_reference
+
+__all__ = [
+{%- if cookiecutter.api == "hijax" %}
+    "{{ cookiecutter.op_name.title().replace("_", "") }}",
+{%- endif %}
+    "{{ cookiecutter.op_name }}",
+{%- if cookiecutter.api == "extend" %}
+    "{{ cookiecutter.op_name }}_p",
+{%- endif %}
+    "{{ cookiecutter.op_name }}_reference",
+]

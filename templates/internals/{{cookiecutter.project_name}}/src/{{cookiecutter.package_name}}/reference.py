@@ -11,7 +11,10 @@ import jax.numpy as jnp
 
 
 def {{ cookiecutter.op_name }}_reference(
-    dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array
+    dl: jax.Array,
+    d: jax.Array,
+    du: jax.Array,
+    x: jax.Array,
 ) -> jax.Array:
     """The tridiagonal matrix (dl, d, du) times x, along the last axis; the
     first entry of dl and the last of du are ignored."""
