@@ -1,5 +1,6 @@
-"""Keep the chosen definition of the primitive (api) as
-src/<package>/tridiagonal_matvec.py, and the C++ handler only for
+"""Keep the chosen definition of the primitive (api) as src/<package>/<op>.py;
+for example=none, put the skeleton's files (an identity op) in place of the
+example's and drop the example's own tests. Keep the C++ handler only for
 lowering=ffi: with stablehlo the project stays pure Python (no CMake, no
 compiled module), so C++ and CMake files stay free of Jinja. Keep the chosen
 accelerator workflow, if any."""
@@ -8,8 +9,20 @@ import shutil
 from pathlib import Path
 
 package = Path("src/{{ cookiecutter.package_name }}")
-(Path("_api") / "{{ cookiecutter.api }}.py").replace(package / "tridiagonal_matvec.py")
+op = "{{ cookiecutter.op_name }}"
+skeleton = "{{ cookiecutter.example }}" == "none"
+api = Path("_skeleton/api" if skeleton else "_api")
+(api / "{{ cookiecutter.api }}.py").replace(package / f"{op}.py")
 shutil.rmtree("_api")
+if skeleton:
+    # The three (with ffi, four) files to edit, as an identity op.
+    Path("_skeleton/reference.py").replace(package / "reference.py")
+    Path("_skeleton/op_spec.py").replace(Path("tests/op_spec.py"))
+    Path("_skeleton/op_cpu.cc").replace(Path(f"csrc/{op}_cpu.cc"))
+    # The example's own tests: they test the tridiagonal product.
+    for path in (f"tests/test_{op}.py", "tests/test_hijax.py", "tests/test_ffi_handler.py"):
+        Path(path).unlink()
+shutil.rmtree("_skeleton")
 if "{{ cookiecutter.lowering }}" == "ffi":
     # scikit-build-core's sdist holds every file .gitignore does not exclude.
     Path("MANIFEST.in").unlink()
@@ -19,11 +32,11 @@ if "{{ cookiecutter.lowering }}" == "ffi":
 else:
     shutil.rmtree("csrc")
     for path in ("CMakeLists.txt", "tests/test_ffi_handler.py", package / "ffi_target.py"):
-        Path(path).unlink()
+        Path(path).unlink(missing_ok=True)
     (package / "_ffi.pyi").unlink()
 shutil.rmtree("_cd")
 if "{{ cookiecutter.api }}" == "hijax":
-    Path("tests/test_hijax.py").unlink()
+    Path("tests/test_hijax.py").unlink(missing_ok=True)
 else:
     Path("tests/test_hijax_limits.py").unlink()
 

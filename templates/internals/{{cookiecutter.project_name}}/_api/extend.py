@@ -42,10 +42,17 @@ from jax.interpreters import ad, batching, mlir
 from . import ffi_target
 {%- endif %}
 
-tridiagonal_matvec_p = Primitive("tridiagonal_matvec")
+{{ cookiecutter.op_name }}_p = Primitive("{{ cookiecutter.op_name }}")
+# The name each of the primitive's error messages starts with.
+_NAME = {{ cookiecutter.op_name }}_p.name
 
 
-def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+def {{ cookiecutter.op_name }}(
+    dl: jax.Array,
+    d: jax.Array,
+    du: jax.Array,
+    x: jax.Array,
+) -> jax.Array:
     """The tridiagonal matrix (dl, d, du) times x, along the last axis.
 
     dl, d and du are the sub-, main and super-diagonal; any leading axes are
@@ -55,7 +62,7 @@ def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array)
     handler computes in){% endif %}: the primitive raises TypeError at trace
     time otherwise (no implicit promotion or broadcasting).
     """
-    return tridiagonal_matvec_p.bind(*(jnp.asarray(a) for a in (dl, d, du, x)))
+    return {{ cookiecutter.op_name }}_p.bind(*(jnp.asarray(a) for a in (dl, d, du, x)))
 
 
 # --- The computation, in existing JAX operations -----------------------------
@@ -89,29 +96,27 @@ def _compute(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Ar
 # --- Abstract evaluation: shapes, dtypes, and the primitive's own errors ------
 def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     if x.ndim < 1:
-        raise TypeError(f"tridiagonal_matvec: x must have at least one axis, got shape {x.shape}")
+        raise TypeError(f"{_NAME}: x must have at least one axis, got shape {x.shape}")
     for name, aval in zip(("dl", "d", "du"), (dl, d, du), strict=True):
         if aval.shape != x.shape:
             raise TypeError(
-                f"tridiagonal_matvec: {name} has shape {aval.shape}, but every operand "
+                f"{_NAME}: {name} has shape {aval.shape}, but every operand "
                 f"must have the shape of x, {x.shape}"
             )
         if aval.dtype != x.dtype:
             raise TypeError(
-                f"tridiagonal_matvec: {name} has dtype {aval.dtype}, but every operand "
+                f"{_NAME}: {name} has dtype {aval.dtype}, but every operand "
                 f"must have the dtype of x, {x.dtype}"
             )
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"tridiagonal_matvec: needs floating-point operands, got {x.dtype}")
+        raise TypeError(f"{_NAME}: needs floating-point operands, got {x.dtype}")
 {%- if cookiecutter.lowering == "ffi" %}
     if x.dtype not in ffi_target.DTYPES:
         # Refused here, at trace time, rather than by the CPU handler when the
         # program runs. StableHLO, on the other platforms, could take any float;
         # one list for all keeps a program that traces on one runnable on all.
-        raise TypeError(
-            f"tridiagonal_matvec: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
-            f"got {x.dtype}"
-        )
+        handled = ", ".join(ffi_target.DTYPES)
+        raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
     for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
         # Under an explicit mesh an aval names the mesh axes it is split over.
@@ -120,7 +125,7 @@ def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
         spec = aval.sharding.spec
         if len(spec) == aval.ndim and spec[-1] is not None:
             raise TypeError(
-                f"tridiagonal_matvec: the last axis of {name} is sharded over mesh axis "
+                f"{_NAME}: the last axis of {name} is sharded over mesh axis "
                 f"{spec[-1]!r}; shard only the leading (batch) axes, or reshard first "
                 "(jax.sharding.reshard)"
             )
@@ -130,11 +135,11 @@ def _abstract_eval(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     return x.update(weak_type=False)
 
 
-tridiagonal_matvec_p.def_abstract_eval(_abstract_eval)
+{{ cookiecutter.op_name }}_p.def_abstract_eval(_abstract_eval)
 
 # Eager calls compile the primitive alone, through the lowering registered
 # below for the platform they run on (so they run the same code as jit).
-_compiled = jax.jit(tridiagonal_matvec_p.bind)
+_compiled = jax.jit({{ cookiecutter.op_name }}_p.bind)
 
 
 def _impl(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
@@ -144,18 +149,24 @@ def _impl(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array
     return _compiled(dl, d, du, x)
 
 
-tridiagonal_matvec_p.def_impl(_impl)
+{{ cookiecutter.op_name }}_p.def_impl(_impl)
 
 {% if cookiecutter.lowering == "ffi" -%}
 # --- Lowering: a custom call to the C++ handler on the CPU ---------------------
 # A rule registered for a platform takes precedence there; every other
 # platform gets the StableHLO lowering. A CUDA handler would be registered the
 # same way, for "cuda" (jax-ladder's FFI starter shows one).
-mlir.register_lowering(tridiagonal_matvec_p, mlir.lower_fun(_compute, multiple_results=False))
-mlir.register_lowering(tridiagonal_matvec_p, ffi_target.lowering, platform="cpu")
+mlir.register_lowering(
+    {{ cookiecutter.op_name }}_p,
+    mlir.lower_fun(_compute, multiple_results=False),
+)
+mlir.register_lowering({{ cookiecutter.op_name }}_p, ffi_target.lowering, platform="cpu")
 {%- else -%}
 # --- Lowering: to existing StableHLO operations, on every platform ------------
-mlir.register_lowering(tridiagonal_matvec_p, mlir.lower_fun(_compute, multiple_results=False))
+mlir.register_lowering(
+    {{ cookiecutter.op_name }}_p,
+    mlir.lower_fun(_compute, multiple_results=False),
+)
 {%- endif %}
 
 
@@ -163,19 +174,19 @@ mlir.register_lowering(tridiagonal_matvec_p, mlir.lower_fun(_compute, multiple_r
 def _jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[jax.Array, jax.Array]:
     dl, d, du, x = primals
     tdl, td, tdu, tx = tangents
-    y = tridiagonal_matvec_p.bind(dl, d, du, x)
+    y = {{ cookiecutter.op_name }}_p.bind(dl, d, du, x)
     # Symbolic zeros (ad.Zero) stand for tangents of inputs that are not being
     # differentiated: skip their term rather than multiply by zeros.
     terms = []
     if any(type(t) is not ad.Zero for t in (tdl, td, tdu)):
         bands = [ad.instantiate_zeros(t) for t in (tdl, td, tdu)]
-        terms.append(tridiagonal_matvec_p.bind(*bands, x))
+        terms.append({{ cookiecutter.op_name }}_p.bind(*bands, x))
     if type(tx) is not ad.Zero:
-        terms.append(tridiagonal_matvec_p.bind(dl, d, du, tx))
+        terms.append({{ cookiecutter.op_name }}_p.bind(dl, d, du, tx))
     return y, sum(terms[1:], terms[0])
 
 
-ad.primitive_jvps[tridiagonal_matvec_p] = _jvp
+ad.primitive_jvps[{{ cookiecutter.op_name }}_p] = _jvp
 
 
 # --- Transpose: for whichever side the linear program is linear in ------------
@@ -187,9 +198,9 @@ def _transpose(ct: Any, dl: Any, d: Any, du: Any, x: Any) -> list[Any]:
         return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in operands]
     if ad.is_undefined_primal(x):
         if any(ad.is_undefined_primal(a) for a in (dl, d, du)):
-            raise NotImplementedError("tridiagonal_matvec is bilinear: transpose one side only")
+            raise NotImplementedError(f"{_NAME} is bilinear: transpose one side only")
         # The transposed matrix has sub-diagonal du[i-1] and super-diagonal dl[i+1].
-        ct_x = tridiagonal_matvec_p.bind(_shift_down(du), d, _shift_up(dl), ct)
+        ct_x = {{ cookiecutter.op_name }}_p.bind(_shift_down(du), d, _shift_up(dl), ct)
         return [None, None, None, ct_x]
     # The bands are linear, x is known: d y_i / d dl_i = x_{i-1}, and so on.
     ct_bands = (ct * _shift_down(x), ct * x, ct * _shift_up(x))
@@ -198,7 +209,7 @@ def _transpose(ct: Any, dl: Any, d: Any, du: Any, x: Any) -> list[Any]:
     ] + [None]
 
 
-ad.primitive_transposes[tridiagonal_matvec_p] = _transpose
+ad.primitive_transposes[{{ cookiecutter.op_name }}_p] = _transpose
 
 
 # --- Batching: one call on a leading batch axis, not a loop -------------------
@@ -208,7 +219,7 @@ def _batch(args: tuple[jax.Array, ...], dims: tuple[int | None, ...]) -> tuple[j
     # is broadcast, which XLA fuses rather than materializes).
     size = next(a.shape[b] for a, b in zip(args, dims, strict=True) if b is not None)
     moved = [batching.bdim_at_front(a, b, size) for a, b in zip(args, dims, strict=True)]
-    return tridiagonal_matvec_p.bind(*moved), 0
+    return {{ cookiecutter.op_name }}_p.bind(*moved), 0
 
 
-batching.primitive_batchers[tridiagonal_matvec_p] = _batch
+batching.primitive_batchers[{{ cookiecutter.op_name }}_p] = _batch

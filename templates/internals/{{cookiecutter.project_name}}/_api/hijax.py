@@ -40,7 +40,12 @@ from . import ffi_target
 {%- endif %}
 
 
-def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
+def {{ cookiecutter.op_name }}(
+    dl: jax.Array,
+    d: jax.Array,
+    du: jax.Array,
+    x: jax.Array,
+) -> jax.Array:
     """The tridiagonal matrix (dl, d, du) times x, along the last axis.
 
     dl, d and du are the sub-, main and super-diagonal; any leading axes are
@@ -51,8 +56,13 @@ def tridiagonal_matvec(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array)
     time otherwise (no implicit promotion or broadcasting).
     """
     operands = [jnp.asarray(a) for a in (dl, d, du, x)]
-    result: jax.Array = TridiagonalMatvec(*(jax.typeof(a) for a in operands))(*operands)
+    primitive = {{ cookiecutter.op_name.title().replace("_", "") }}(*(jax.typeof(a) for a in operands))
+    result: jax.Array = primitive(*operands)
     return result
+
+
+# The name each of the primitive's error messages starts with.
+_NAME = "{{ cookiecutter.op_name }}"
 
 
 # --- The computation, in existing JAX operations -----------------------------
@@ -98,29 +108,27 @@ def _cpu_handler(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> ja
 # --- Type checking: shapes, dtypes, and the primitive's own errors ------------
 def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     if x.ndim < 1:
-        raise TypeError(f"tridiagonal_matvec: x must have at least one axis, got shape {x.shape}")
+        raise TypeError(f"{_NAME}: x must have at least one axis, got shape {x.shape}")
     for name, aval in zip(("dl", "d", "du"), (dl, d, du), strict=True):
         if aval.shape != x.shape:
             raise TypeError(
-                f"tridiagonal_matvec: {name} has shape {aval.shape}, but every operand "
+                f"{_NAME}: {name} has shape {aval.shape}, but every operand "
                 f"must have the shape of x, {x.shape}"
             )
         if aval.dtype != x.dtype:
             raise TypeError(
-                f"tridiagonal_matvec: {name} has dtype {aval.dtype}, but every operand "
+                f"{_NAME}: {name} has dtype {aval.dtype}, but every operand "
                 f"must have the dtype of x, {x.dtype}"
             )
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"tridiagonal_matvec: needs floating-point operands, got {x.dtype}")
+        raise TypeError(f"{_NAME}: needs floating-point operands, got {x.dtype}")
 {%- if cookiecutter.lowering == "ffi" %}
     if x.dtype not in ffi_target.DTYPES:
         # Refused here, at trace time, rather than by the CPU handler when the
         # program runs. StableHLO, on the other platforms, could take any float;
         # one list for all keeps a program that traces on one runnable on all.
-        raise TypeError(
-            f"tridiagonal_matvec: the CPU handler computes in {', '.join(ffi_target.DTYPES)}, "
-            f"got {x.dtype}"
-        )
+        handled = ", ".join(ffi_target.DTYPES)
+        raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
     for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
         # Under an explicit mesh an aval names the mesh axes it is split over.
@@ -129,7 +137,7 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
         spec = aval.sharding.spec
         if len(spec) == aval.ndim and spec[-1] is not None:
             raise TypeError(
-                f"tridiagonal_matvec: the last axis of {name} is sharded over mesh axis "
+                f"{_NAME}: the last axis of {name} is sharded over mesh axis "
                 f"{spec[-1]!r}; shard only the leading (batch) axes, or reshard first "
                 "(jax.sharding.reshard)"
             )
@@ -139,11 +147,11 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     return x.update(weak_type=False)
 
 
-class TridiagonalMatvec(hijax.HiPrim):
+class {{ cookiecutter.op_name.title().replace("_", "") }}(hijax.HiPrim):
     """The primitive for one set of operand types (abstract values): each call
-    of tridiagonal_matvec makes an instance, and binding it records one
-    equation. Eager calls run through the same path, so the checks in
-    _result_type run for them too."""
+    of the op makes an instance, and binding it records one equation. Eager
+    calls run through the same path, so the checks in _result_type run for
+    them too."""
 
     def __init__(self, dl: Any, d: Any, du: Any, x: Any) -> None:
         self.out_aval = _result_type(dl, d, du, x)
@@ -172,15 +180,16 @@ class TridiagonalMatvec(hijax.HiPrim):
         """The product rule of a bilinear map, in terms of the primitive."""
         dl, d, du, x = primals
         tdl, td, tdu, tx = (hijax.instantiate_zeros(t) for t in tangents)
-        tangent = tridiagonal_matvec(tdl, td, tdu, x) + tridiagonal_matvec(dl, d, du, tx)
-        return tridiagonal_matvec(dl, d, du, x), tangent
+        tangent = {{ cookiecutter.op_name }}(tdl, td, tdu, x)
+        tangent += {{ cookiecutter.op_name }}(dl, d, du, tx)
+        return {{ cookiecutter.op_name }}(dl, d, du, x), tangent
 
     def transpose(self, ct: Any, dl: Any, d: Any, du: Any, x: Any) -> None:
         """The linear inputs arrive as hijax.GradAccum accumulators, the others
         as values. Each JVP term is linear in x or in the bands, never both."""
         if isinstance(x, hijax.GradAccum):
             # The transposed matrix has sub-diagonal du[i-1] and super-diagonal dl[i+1].
-            x.accum(tridiagonal_matvec(_shift_down(du), d, _shift_up(dl), ct))
+            x.accum({{ cookiecutter.op_name }}(_shift_down(du), d, _shift_up(dl), ct))
             return
         # The bands are linear, x is known: d y_i / d dl_i = x_{i-1}, and so on.
         ct_bands = (ct * _shift_down(x), ct * x, ct * _shift_up(x))
@@ -192,4 +201,4 @@ class TridiagonalMatvec(hijax.HiPrim):
         """One call on a leading batch axis, not a loop: the primitive already
         takes any leading axes, so the vmapped axis becomes one more."""
         moved = hijax.bdims_at_front(axis_data, args, dims)
-        return tridiagonal_matvec(*moved), 0
+        return {{ cookiecutter.op_name }}(*moved), 0

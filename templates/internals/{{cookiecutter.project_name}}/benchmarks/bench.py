@@ -1,41 +1,51 @@
 """Time the primitive, forward and value-and-grad, jitted, against what it
-replaces: the plain-JAX formula a user writes without a primitive (three
-shifted products), and the dense reference (the tests' oracle, n^2 memory).
-Speed goals live here, never in tests.
+replaces: its own formula written inline without a primitive, `_compute` in
 
-A primitive is not climbed for speed: it lowers to the same operations as the
-three-term formula, so expect about 1x there. It buys an atomic operation
-with rules of your choosing (one jaxpr equation, its own batching, transpose
-and errors); the table shows that it costs nothing at run time.
+    src/{{ cookiecutter.package_name }}/{{ cookiecutter.op_name }}.py
+
+and the plain-JAX reference (the tests' oracle). The operands are those of
+the conformance matrix (tests/op_spec.py), every axis scaled up. Speed goals
+live here, never in tests.
+
+A primitive is not climbed for speed: one that lowers to existing StableHLO
+compiles to the same program as its formula inline, so expect about 1x there.
+It buys an atomic operation with rules of your choosing (one jaxpr equation,
+its own batching, transpose and errors); the table shows what it costs at run
+time.
 
     python benchmarks/bench.py            # default sizes
     python benchmarks/bench.py --quick    # a small size, for CI smoke runs
 """
 
 import argparse
+import dataclasses
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from {{ cookiecutter.package_name }} import tridiagonal_matvec, tridiagonal_matvec_reference
+from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import _compute
 
-
-def three_term(dl, d, du, x):
-    """The banded product as plain JAX, no primitive: what this replaces."""
-    pad = [(0, 0)] * (x.ndim - 1)
-    below = jnp.pad(x[..., :-1], [*pad, (1, 0)])  # x[i-1], 0 at i = 0
-    above = jnp.pad(x[..., 1:], [*pad, (0, 1)])  # x[i+1], 0 at i = n-1
-    return dl * below + d * x + du * above
+# The op's declaration: its operands' axes, and the op and its reference
+# (importing it imports tests/conftest.py, which gives JAX eight CPU devices;
+# the benchmark runs on the first).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from conformance import make_args  # noqa: E402
+from op_spec import SPEC  # noqa: E402
 
 
 def value_and_grad(f):
-    def loss(*args):
-        return jnp.sum(jnp.sin(f(*args)))
+    argnums = tuple(i for i, a in enumerate(SPEC.args) if a.differentiable)
 
-    return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
+    def loss(*args):
+        outputs = f(*args)
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        return sum(jax.numpy.sum(jax.numpy.sin(o)) for o in outputs)
+
+    return jax.jit(jax.value_and_grad(loss, argnums=argnums))
 
 
 def median_seconds(fns, args, repeats):
@@ -65,31 +75,32 @@ def main():
     parser.add_argument("--quick", action="store_true", help="one small size, 3 repeats")
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    # (batch, n): the reference's dense matrices take batch * n^2 floats.
-    sizes = [(64, 128)] if args.quick else [(256, 256), (64, 1024), (4, 4096)]
+    # Each axis of the conformance sizes times the scale.
+    scales = [4] if args.quick else [16, 64]
     repeats = 3 if args.quick else args.repeats
 
     print(
         f"jax {jax.__version__} on {jax.devices()[0].platform}; median of at least {repeats} "
-        "runs; primitive and 3-term in turn"
+        "runs; primitive and formula in turn"
     )
     print(
-        f"{'batch, n':>12} {'pass':>15} {'primitive ms':>13} {'3-term ms':>10} "
-        f"{'vs 3-term':>9} {'dense ms':>10} {'vs dense':>9}"
+        f"{'sizes':>16} {'pass':>15} {'primitive ms':>13} {'formula ms':>10} "
+        f"{'vs formula':>10} {'reference ms':>12} {'vs ref':>8}"
     )
     rng = np.random.default_rng(0)
-    for batch, n in sizes:
-        operands = [jnp.asarray(rng.standard_normal((batch, n)), jnp.float32) for _ in range(4)]
+    for scale in scales:
+        sizes = {axis: size * scale for axis, size in SPEC.sizes.items()}
+        operands = make_args(dataclasses.replace(SPEC, sizes=sizes), rng)
+        label = ", ".join(f"{axis}={size}" for axis, size in sizes.items())
         for name, wrap in (("forward", jax.jit), ("value_and_grad", value_and_grad)):
-            # The primitive against the formula, in turn; the dense oracle,
-            # 100s of times slower, apart (between them it would flush their
-            # caches and decide the ratio).
-            fns = [wrap(tridiagonal_matvec), wrap(three_term)]
-            t_prim, t_three = median_seconds(fns, operands, repeats)
-            (t_ref,) = median_seconds([wrap(tridiagonal_matvec_reference)], operands, repeats)
+            # The primitive against the formula, in turn; the reference (which
+            # may be far slower) apart, so that it does not decide their ratio.
+            fns = [wrap(SPEC.op), wrap(_compute)]
+            t_prim, t_formula = median_seconds(fns, operands, repeats)
+            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats)
             print(
-                f"{f'{batch}, {n}':>12} {name:>15} {1e3 * t_prim:>13.3f} {1e3 * t_three:>10.3f} "
-                f"{t_three / t_prim:>8.2f}x {1e3 * t_ref:>10.3f} {t_ref / t_prim:>8.1f}x"
+                f"{label:>16} {name:>15} {1e3 * t_prim:>13.3f} {1e3 * t_formula:>10.3f} "
+                f"{t_formula / t_prim:>9.2f}x {1e3 * t_ref:>12.3f} {t_ref / t_prim:>7.1f}x"
             )
     print("vs X: X's time / the primitive's (above 1 means the primitive wins)")
 

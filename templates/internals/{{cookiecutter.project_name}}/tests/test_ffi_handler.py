@@ -1,4 +1,4 @@
-"""The C++ handler behind the CPU lowering: the lowering chooses it per
+"""The example's C++ handler behind the CPU lowering: the lowering chooses it per
 platform, and it refuses, with its own message, buffers that disagree (which
 nothing else in XLA checks)."""
 
@@ -6,11 +6,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from {{ cookiecutter.package_name }} import tridiagonal_matvec
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
 
 from compare import assert_close
-from oracle import VALUES, tridiagonal_matvec_f64
+from op_spec import SPEC, VALUES, matvec_f64
+
+matvec = SPEC.op
+NAME = SPEC.name  # the op's name, which its error messages start with
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +28,7 @@ def operands(rng, shape, dtype="float32"):
 
 
 def test_lowering_is_the_custom_call_on_cpu_only(rng):
-    traced = jax.jit(tridiagonal_matvec).trace(*operands(rng, (3, 8)))
+    traced = jax.jit(matvec).trace(*operands(rng, (3, 8)))
     assert f"custom_call @{TARGET}(" in traced.lower(lowering_platforms=("cpu",)).as_text()
     # Elsewhere, existing StableHLO operations (this project has no CUDA handler).
     for platform in ("cuda", "tpu"):
@@ -37,7 +39,7 @@ def test_lowering_is_the_custom_call_on_cpu_only(rng):
 def test_handler_called_directly_matches_float64_oracle(rng, dtype):
     args = operands(rng, (5, 17), dtype)
     call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(args[3].shape, args[3].dtype))
-    assert_close(call(*args), tridiagonal_matvec_f64(*args), VALUES)
+    assert_close(call(*args), matvec_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize(
@@ -55,5 +57,5 @@ def test_handler_refuses_mismatched_buffers(rng, change, result_shape, message):
     # Called directly, bypassing the primitive's own checks at trace time.
     args = change(operands(rng, (3, 8)))
     call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(result_shape, args[3].dtype))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=f"tridiagonal_matvec: {message}"):
+    with pytest.raises(jax.errors.JaxRuntimeError, match=f"{NAME}: {message}"):
         jax.block_until_ready(call(*args))

@@ -1,5 +1,5 @@
 """Where JAX's experimental HiJAX primitive API stands for this op (see the
-README): the same product as a jax.experimental.hijax.HiPrim, checked against
+README): the example's product as a jax.experimental.hijax.HiPrim, checked against
 the float64 oracle. When a JAX release changes HiJAX, this tells you how."""
 
 import jax
@@ -8,7 +8,7 @@ import pytest
 from jax import export
 
 from compare import assert_close
-from oracle import GRADIENTS, VALUES, tridiagonal_matvec_f64, tridiagonal_matvec_vjp_f64
+from op_spec import GRADIENTS, VALUES, matvec_f64, matvec_vjp_f64
 
 hijax = pytest.importorskip("jax.experimental.hijax")
 
@@ -21,7 +21,7 @@ def _shift_up(v):
     return jnp.pad(v[..., 1:], [(0, 0)] * (v.ndim - 1) + [(0, 1)])
 
 
-class TridiagonalMatvec(hijax.HiPrim):
+class BandProduct(hijax.HiPrim):
     def __init__(self, aval, *, with_transpose=True):
         self.in_avals = (aval,) * 4
         self.out_aval = aval
@@ -54,11 +54,11 @@ class TridiagonalMatvec(hijax.HiPrim):
 
     def batch(self, axis_data, args, dims):
         moved = hijax.bdims_at_front(axis_data, args, dims)
-        return TridiagonalMatvec(jax.typeof(moved[3]), **self.params)(*moved), 0
+        return BandProduct(jax.typeof(moved[3]), **self.params)(*moved), 0
 
 
 def hijax_matvec(dl, d, du, x, with_transpose=True):
-    return TridiagonalMatvec(jax.typeof(x), with_transpose=with_transpose)(dl, d, du, x)
+    return BandProduct(jax.typeof(x), with_transpose=with_transpose)(dl, d, du, x)
 
 
 def operands(rng, shape):
@@ -67,12 +67,12 @@ def operands(rng, shape):
 
 def test_hijax_primitive_jit_vmap_export(rng):
     args = operands(rng, (4, 9))
-    want = tridiagonal_matvec_f64(*args)
+    want = matvec_f64(*args)
     assert_close(jax.jit(hijax_matvec)(*args), want, VALUES)
     mapped = jax.vmap(hijax_matvec, in_axes=(None, None, None, 0))(
         *(a[0] for a in args[:3]), args[3]
     )
-    assert_close(mapped, tridiagonal_matvec_f64(*(a[:1] for a in args[:3]), args[3]), VALUES)
+    assert_close(mapped, matvec_f64(*(a[:1] for a in args[:3]), args[3]), VALUES)
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
     loaded = export.deserialize(export.export(jax.jit(hijax_matvec))(*specs).serialize())
     assert_close(loaded.call(*args), want, VALUES)
@@ -82,7 +82,7 @@ def test_hijax_primitive_gradient_through_its_transpose(rng):
     args = operands(rng, (4, 9))
     ct = operands(rng, (4, 9))[0]
     got = jax.jit(jax.grad(lambda *a: jnp.sum(ct * hijax_matvec(*a)), argnums=(0, 1, 2, 3)))(*args)
-    for g, w in zip(got, tridiagonal_matvec_vjp_f64(*args, ct), strict=True):
+    for g, w in zip(got, matvec_vjp_f64(*args, ct), strict=True):
         assert_close(g, w, GRADIENTS)
 
 

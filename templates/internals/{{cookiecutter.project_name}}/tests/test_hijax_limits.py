@@ -1,26 +1,26 @@
 """What defining the primitive with HiJAX (jax.experimental.hijax) costs, next
 to the registries of jax.interpreters, pinned: when a JAX release changes one
-of these, this fails first and says which (see the README)."""
+of these, this fails first and says which (see the README). It works from the
+declaration in tests/op_spec.py, for any op defined as a HiPrim."""
 
 import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import hijax
 
-from {{ cookiecutter.package_name }} import TridiagonalMatvec, tridiagonal_matvec
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name.title().replace("_", "") }}
 
-
-def operands(rng, shape):
-    return [jnp.asarray(rng.standard_normal(shape), jnp.float32) for _ in range(4)]
+from conformance import make_args
+from op_spec import SPEC
 
 
 def test_every_hiprim_binds_one_generic_primitive(rng):
-    (eqn,) = jax.make_jaxpr(tridiagonal_matvec)(*operands(rng, (3, 8))).jaxpr.eqns
+    (eqn,) = jax.make_jaxpr(SPEC.op)(*make_args(SPEC, rng)).jaxpr.eqns
     # Not a primitive of its own name: code that walks jaxprs (an interpreter,
     # a cost model, a compiler pass of yours) must look for the HiPrim in the
     # equation's params. A jax.extend Primitive is the equation's primitive.
     assert eqn.primitive.name == "call_hi_primitive"
-    assert isinstance(eqn.params["_prim"], TridiagonalMatvec)
+    assert isinstance(eqn.params["_prim"], {{ cookiecutter.op_name.title().replace("_", "") }})
 
 
 def test_hiprim_has_no_lowering_rule_of_its_own():
@@ -28,23 +28,23 @@ def test_hiprim_has_no_lowering_rule_of_its_own():
     # for a lowering rule per platform (mlir.register_lowering takes a
     # jax.extend Primitive). Per-platform code goes inside `expand`, through
     # lax.platform_dependent.
-    assert "expand" in vars(TridiagonalMatvec)
+    assert "expand" in vars({{ cookiecutter.op_name.title().replace("_", "") }})
     assert not any("lower" in name for name in vars(hijax.HiPrim))
 
 
-class WithoutRules(TridiagonalMatvec):
+class WithoutRules({{ cookiecutter.op_name.title().replace("_", "") }}):
     """The same primitive with its JVP and transpose taken away."""
 
     jvp = hijax.HiPrim.jvp
     transpose = hijax.HiPrim.transpose
 
 
-def without_rules(dl, d, du, x):
-    return WithoutRules(*(jax.typeof(a) for a in (dl, d, du, x)))(dl, d, du, x)
+def without_rules(*args):
+    return WithoutRules(*(jax.typeof(a) for a in args))(*args)
 
 
 def test_a_missing_rule_fails_when_used_and_names_the_method(rng):
-    args = operands(rng, (3, 8))
-    assert jnp.array_equal(jax.jit(without_rules)(*args), jax.jit(tridiagonal_matvec)(*args))
+    args = make_args(SPEC, rng)
+    assert jnp.array_equal(jax.jit(without_rules)(*args), jax.jit(SPEC.op)(*args))
     with pytest.raises(NotImplementedError, match="must implement `jvp`"):
         jax.jvp(without_rules, tuple(args), tuple(args))

@@ -1,12 +1,29 @@
-"""The tridiagonal matrix-vector product as a new JAX primitive, with its own rules."""
+"""A new JAX primitive with its own rules, and its plain-JAX reference:
 
-from .reference import tridiagonal_matvec_reference
+{{ cookiecutter.op_name }}
+"""
+
+from .{{ cookiecutter.op_name }} import (
 {%- if cookiecutter.api == "hijax" %}
-from .tridiagonal_matvec import TridiagonalMatvec, tridiagonal_matvec
-
-__all__ = ["TridiagonalMatvec", "tridiagonal_matvec", "tridiagonal_matvec_reference"]
-{%- else %}
-from .tridiagonal_matvec import tridiagonal_matvec, tridiagonal_matvec_p
-
-__all__ = ["tridiagonal_matvec", "tridiagonal_matvec_p", "tridiagonal_matvec_reference"]
+    {{ cookiecutter.op_name.title().replace("_", "") }},
 {%- endif %}
+    {{ cookiecutter.op_name }},
+{%- if cookiecutter.api == "extend" %}
+    {{ cookiecutter.op_name }}_p,
+{%- endif %}
+)
+
+# isort: split
+# (the op's module sorts before or after reference.py, as its name falls)
+from .reference import {{ cookiecutter.op_name }}_reference
+
+__all__ = [
+{%- if cookiecutter.api == "hijax" %}
+    "{{ cookiecutter.op_name.title().replace("_", "") }}",
+{%- endif %}
+    "{{ cookiecutter.op_name }}",
+{%- if cookiecutter.api == "extend" %}
+    "{{ cookiecutter.op_name }}_p",
+{%- endif %}
+    "{{ cookiecutter.op_name }}_reference",
+]

@@ -5,5 +5,5 @@ prints what nanobind sees)."""
 
 from typing_extensions import CapsuleType
 
-def cpu_targets() -> dict[str, CapsuleType]:
-    """The CPU handler by target name, as a PyCapsule."""
+def cpu_handler() -> CapsuleType:
+    """The CPU handler, as a PyCapsule."""

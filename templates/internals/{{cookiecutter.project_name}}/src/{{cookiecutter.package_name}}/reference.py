@@ -2,7 +2,7 @@
 
 It builds the dense matrix and multiplies, differentiated by JAX's own
 autodiff: slow (n^2 memory) but obviously right. Keep it independent of
-tridiagonal_matvec.py (no shared helpers), so a bug in one cannot hide in the
+{{ cookiecutter.op_name }}.py (no shared helpers), so a bug in one cannot hide in the
 other. The tests check it against float64 NumPy.
 """
 
@@ -10,8 +10,11 @@ import jax
 import jax.numpy as jnp
 
 
-def tridiagonal_matvec_reference(
-    dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array
+def {{ cookiecutter.op_name }}_reference(
+    dl: jax.Array,
+    d: jax.Array,
+    du: jax.Array,
+    x: jax.Array,
 ) -> jax.Array:
     """The tridiagonal matrix (dl, d, du) times x, along the last axis; the
     first entry of dl and the last of du are ignored."""

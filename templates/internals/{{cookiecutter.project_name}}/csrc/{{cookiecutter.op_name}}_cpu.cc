@@ -6,7 +6,8 @@
 // element type. The Python primitive checks its operands at trace time; this
 // handler checks them again, because XLA hands over whatever buffers a caller
 // declared (jax.ffi.ffi_call with a wrong result shape is no error anywhere
-// else) and a mismatch here would read or write out of bounds.
+// else) and a mismatch here would read or write out of bounds. OP_NAME, the
+// op's name in error messages, is defined by CMakeLists.txt.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -18,10 +19,10 @@
 
 namespace ffi = xla::ffi;
 
-namespace tridiagonal {
+namespace op {
 namespace {
 
-constexpr const char* kOp = "tridiagonal_matvec";
+constexpr const char* kOp = OP_NAME;
 
 std::string dtype_name(ffi::DataType dtype) {
   switch (dtype) {
@@ -122,18 +123,19 @@ ffi::Error MatvecGuarded(ffi::AnyBuffer dl, ffi::AnyBuffer d, ffi::AnyBuffer du,
   try {
     return Matvec(dl, d, du, x, y);
   } catch (const std::bad_alloc&) {
-    return ffi::Error(ffi::ErrorCode::kResourceExhausted, "tridiagonal_matvec: out of memory");
+    // A literal message: building one from kOp could itself run out of memory.
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, OP_NAME ": out of memory");
   } catch (...) {
-    return ffi::Error(ffi::ErrorCode::kInternal, "tridiagonal_matvec: C++ exception");
+    return ffi::Error(ffi::ErrorCode::kInternal, OP_NAME ": C++ exception");
   }
 }
 
 }  // namespace
-}  // namespace tridiagonal
+}  // namespace op
 
 // The symbol the nanobind module (module.cc) wraps in a capsule. The binding
 // declares what XLA passes in: four operands and one result.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(TridiagonalMatvecCpu, tridiagonal::MatvecGuarded,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OpCpu, op::MatvecGuarded,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()   // dl
                                   .Arg<ffi::AnyBuffer>()   // d

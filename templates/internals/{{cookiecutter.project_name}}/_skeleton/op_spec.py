@@ -1,0 +1,79 @@
+"""The declaration of the op: its signature, its float64 oracle and its
+tolerances, from which tests/conformance.py builds every transformation x
+sharding x platform cell (tests/test_conformance.py) and the README's support
+table (tests/support_table.py).
+
+TODO: declare your op here. Name the arguments and their axes, the sizes the
+cells use, which axes are batch-like (vmap over them, shard them with no
+communication), and for each cell the op does not support, the error it
+raises and what to use instead. Then `python tests/support_table.py`.
+"""
+{%- if cookiecutter.lowering == "ffi" %}
+
+from jax import export
+{%- endif %}
+
+from {{ cookiecutter.package_name }} import (
+    {{ cookiecutter.op_name }},
+    {{ cookiecutter.op_name }}_reference,
+)
+{%- if cookiecutter.lowering == "ffi" %}
+from {{ cookiecutter.package_name }}.ffi_target import TARGET
+{%- endif %}
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# TODO: how far your op may be from the oracle, in ulps (tests/compare.py),
+# each count with the reason for it. The identity is exact: 0.
+VALUES = Ulps(at_value=0)
+GRADIENTS = Ulps(at_value=0)
+
+# TODO: delete this with the identity. Its gradient does not read its inputs,
+# so jit drops them (keep_unused=False) and, outside jax.set_mesh, cannot tell
+# which mesh the explicitly sharded gradient lives on. An op whose gradient
+# reads its inputs passes these cells.
+IGNORES_ITS_INPUTS = Refuse(
+    ValueError,
+    "Length of device assignment",
+    "refused by jit: the identity's gradient ignores its inputs; call it under jax.set_mesh",
+)
+
+SPEC = OpSpec(
+    name="{{ cookiecutter.op_name }}",
+    op={{ cookiecutter.op_name }},
+    reference={{ cookiecutter.op_name }}_reference,
+    # TODO: a float64 NumPy oracle of your own (same signature), or None: the
+    # reference run in float64.
+    oracle=None,
+    args=(Arg("x", ("b", "n")),),
+    outputs=(("b", "n"),),
+    sizes={"b": 8, "n": 12},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    batch_axes=("b",),
+    shard_map_axes=("b",),
+    symbolic_axis="b",
+{%- if cookiecutter.lowering == "ffi" %}
+    # On the CPU, a custom call to this project's handler; elsewhere StableHLO.
+    platforms={"cpu": rf"custom_call @{TARGET}\b", "cuda": "", "tpu": ""},
+    export_checks=(export.DisabledSafetyCheck.custom_call(TARGET),),
+    extra_collectives={
+        # The custom call's Shardy rule keeps the last axis whole.
+        "jit-auto-n": "rows split along n are gathered for the C++ handler",
+{%- if cookiecutter.api == "hijax" %}
+        # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
+        # Shardy rule (api=extend attaches one): its result is replicated.
+        "jit-auto-b": "the result is gathered: give jit out_shardings, or use an explicit mesh",
+{%- endif %}
+    },
+{%- else %}
+    # Plain StableHLO on every platform: the module holds no custom call.
+    platforms={"cpu": "", "cuda": "", "tpu": ""},
+{%- endif %}
+    refuse={
+        "jit-explicit-b": IGNORES_ITS_INPUTS,
+        "jit-explicit-n": IGNORES_ITS_INPUTS,
+        "jit-explicit-2d-b": IGNORES_ITS_INPUTS,
+    },
+)
