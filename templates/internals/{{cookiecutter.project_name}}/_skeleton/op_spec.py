@@ -22,22 +22,12 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, OpSpec
 
 # TODO: how far your op may be from the oracle, in ulps (tests/compare.py),
 # each count with the reason for it. The identity is exact: 0.
 VALUES = Ulps(at_value=0)
 GRADIENTS = Ulps(at_value=0)
-
-# TODO: delete this with the identity. Its gradient does not read its inputs,
-# so jit drops them (keep_unused=False) and, outside jax.set_mesh, cannot tell
-# which mesh the explicitly sharded gradient lives on. An op whose gradient
-# reads its inputs passes these cells.
-IGNORES_ITS_INPUTS = Refuse(
-    ValueError,
-    "Length of device assignment",
-    "refused by jit: the identity's gradient ignores its inputs; call it under jax.set_mesh",
-)
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
@@ -71,9 +61,4 @@ SPEC = OpSpec(
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
 {%- endif %}
-    refuse={
-        "jit-explicit-b": IGNORES_ITS_INPUTS,
-        "jit-explicit-n": IGNORES_ITS_INPUTS,
-        "jit-explicit-2d-b": IGNORES_ITS_INPUTS,
-    },
 )
