@@ -47,6 +47,12 @@ def weighted_sum(f):
     return loss
 
 
+# One jitted gradient for the tests below: jit compiles each shape and dtype
+# once (eager dispatch of the rule, op by op, costs several times more), and
+# tests with the same shapes share the compilation.
+weighted_grad = jax.jit(jax.grad(weighted_sum({{ cookiecutter.op_name }}), argnums=(0, 1)))
+
+
 # --- values ---------------------------------------------------------------
 
 
@@ -77,7 +83,7 @@ def test_float16_squares_beyond_its_range(rng):
     x, y = points(rng, 9, 4, "float16", 500), points(rng, 7, 4, "float16", 500)
     assert_close({{ cookiecutter.op_name }}(x, y), distances_f64(x, y), DISTANCES)
     cotangent = jnp.asarray(rng.standard_normal((9, 7)), "float16")
-    got = jax.grad(weighted_sum({{ cookiecutter.op_name }}), argnums=(0, 1))(x, y, cotangent)
+    got = weighted_grad(x, y, cotangent)
     for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
         assert_close(g, w, GRADIENTS)
 
@@ -111,7 +117,7 @@ def test_gradients_match_float64_oracle(rng, shape, dtype):
     n, m, k = shape
     x, y = points(rng, n, k, dtype), points(rng, m, k, dtype)
     cotangent = jnp.asarray(rng.standard_normal((n, m)), dtype)
-    got = jax.grad(weighted_sum({{ cookiecutter.op_name }}), argnums=(0, 1))(x, y, cotangent)
+    got = weighted_grad(x, y, cotangent)
     assert [g.dtype for g in got] == [x.dtype, y.dtype]
     for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
         assert_close(g, w, GRADIENTS)
@@ -121,10 +127,10 @@ def test_check_grads(rng):
     x, y = points(rng, 5, 3, "float64"), points(rng, 4, 3, "float64")
 {%- if cookiecutter.rule == "vjp" %}
     # custom_vjp supports reverse mode only, to any order.
-    check_grads({{ cookiecutter.op_name }}, (x, y), order=2, modes=["rev"])
+    check_grads(jax.jit({{ cookiecutter.op_name }}), (x, y), order=2, modes=["rev"])
 {%- else %}
     # custom_jvp supports forward mode and, by transposition, reverse mode.
-    check_grads({{ cookiecutter.op_name }}, (x, y), order=2, modes=["fwd", "rev"])
+    check_grads(jax.jit({{ cookiecutter.op_name }}), (x, y), order=2, modes=["fwd", "rev"])
 {%- endif %}
 
 
@@ -174,7 +180,7 @@ def test_custom_rule_is_right_where_points_coincide(rng, dtype):
     x = points(rng, 6, 3, dtype)
     y = jnp.concatenate([x, x[:2]])
     cotangent = jnp.asarray(rng.standard_normal((6, 8)), dtype)
-    got = jax.grad(weighted_sum({{ cookiecutter.op_name }}), argnums=(0, 1))(x, y, cotangent)
+    got = weighted_grad(x, y, cotangent)
     want = distances_vjp_f64(x, y, cotangent)
     for g, w in zip(got, want, strict=True):
         assert_close(g, w, GRADIENTS)
@@ -188,7 +194,7 @@ def test_second_derivatives_match_float64_oracle(rng, dtype):
     y = jnp.concatenate([x[:2], points(rng, 3, 3, dtype)])  # two coincident pairs
     weights = jnp.asarray(rng.standard_normal((5, 5)), dtype)
     loss = weighted_sum({{ cookiecutter.op_name }})
-    got = jax.jacrev(jax.jacrev(loss, (0, 1)), (0, 1))(x, y, weights)
+    got = jax.jit(jax.jacrev(jax.jacrev(loss, (0, 1)), (0, 1)))(x, y, weights)
     want = distances_hessian_f64(x, y, weights)
     for got_row, want_row in zip(got, want, strict=True):
         for g, w in zip(got_row, want_row, strict=True):
@@ -201,7 +207,7 @@ def test_second_derivatives_match_float64_oracle(rng, dtype):
 
     (h_xx, h_xy), (h_yx, h_yy) = distances_hessian_f64(x, x, weights)
     want = h_xx + h_xy + h_yx + h_yy  # x stands for both arguments
-    assert_close(jax.jacrev(jax.jacrev(self_loss))(x), want, HESSIANS)
+    assert_close(jax.jit(jax.jacrev(jax.jacrev(self_loss)))(x), want, HESSIANS)
 
 
 def test_energy_minimisation_step_stays_finite(rng):
@@ -209,11 +215,12 @@ def test_energy_minimisation_step_stays_finite(rng):
     def energy(x):
         return jnp.sum(jnp.exp(-{{ cookiecutter.op_name }}(x, x)))
 
+    step = jax.jit(jax.grad(energy))
     x = points(rng, 32, 2, "float32")
     for _ in range(3):
-        x = x - 0.1 * jax.jit(jax.grad(energy))(x)
+        x = x - 0.1 * step(x)
     assert np.isfinite(x).all()
-    assert_close(jax.grad(energy)(x), _energy_grad_f64(x), GRADIENTS)
+    assert_close(step(x), _energy_grad_f64(x), GRADIENTS)
 
 
 def _energy_grad_f64(x):
@@ -237,7 +244,7 @@ def test_far_from_the_origin_float32(rng, offset):
     y = points(rng, m, k, "float32") + jnp.float32(offset)
     cotangent = jnp.asarray(rng.standard_normal((n, m)), "float32")
     assert_close({{ cookiecutter.op_name }}(x, y), distances_f64(x, y), DISTANCES)
-    got = jax.grad(weighted_sum({{ cookiecutter.op_name }}), argnums=(0, 1))(x, y, cotangent)
+    got = weighted_grad(x, y, cotangent)
     for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
         assert_close(g, w, GRADIENTS)
 {%- if cookiecutter.rule == "jvp" %}
@@ -271,7 +278,7 @@ def test_near_duplicates_float32(rng, delta):
     assert near.sum() >= 20
     assert_close(d[near], want[near], DISTANCES)
     cotangent = jnp.asarray(rng.standard_normal(want.shape), "float32")
-    got = jax.grad(weighted_sum({{ cookiecutter.op_name }}), argnums=(0, 1))(x, y, cotangent)
+    got = weighted_grad(x, y, cotangent)
     for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
         assert_close(g, w, GRADIENTS)
 {%- if cookiecutter.rule == "jvp" %}
@@ -313,7 +320,7 @@ def test_vmap_grad_with_coincident_points(rng):
     def self_energy(x):
         return jnp.sum({{ cookiecutter.op_name }}(x, x))
 
-    got = jax.vmap(jax.grad(self_energy))(xs)
+    got = jax.jit(jax.vmap(jax.grad(self_energy)))(xs)
     want = np.stack([2 * distances_vjp_f64(x, x, np.ones((5, 5)))[0] for x in xs])
     assert_close(got, want, GRADIENTS)
 {% if cookiecutter.rule == "vjp" %}
@@ -358,5 +365,5 @@ def test_nan_input_gives_nan_not_a_silent_zero():
     x = jnp.array([[0.0, jnp.nan], [1.0, 2.0]])
     y = jnp.array([[0.0, 1.0]])
     assert np.isnan({{ cookiecutter.op_name }}(x, y)[0]).all()
-    grad = jax.grad(lambda x: {{ cookiecutter.op_name }}(x, y).sum())(x)
+    grad = jax.jit(jax.grad(lambda x: {{ cookiecutter.op_name }}(x, y).sum()))(x)
     assert np.isnan(grad[0]).all() and np.isfinite(grad[1]).all()
