@@ -91,7 +91,7 @@ def test_float16_squares_beyond_its_range(rng):
 def test_zero_size_inputs():
     x, y = jnp.zeros((0, 3)), jnp.ones((4, 3))
     assert {{ cookiecutter.op_name }}(x, y).shape == (0, 4)
-    gx, gy = jax.grad(lambda x, y: {{ cookiecutter.op_name }}(x, y).sum(), argnums=(0, 1))(x, y)
+    gx, gy = jax.jit(jax.grad(lambda x, y: {{ cookiecutter.op_name }}(x, y).sum(), argnums=(0, 1)))(x, y)
     assert gx.shape == (0, 3)
     assert_close(gy, np.zeros((4, 3)), Ulps(0))
     # Zero features: every distance is 0.
@@ -102,7 +102,7 @@ def test_zero_size_inputs():
 def test_mixed_dtypes_promote_and_gradients_keep_input_dtypes(rng):
     x, y = points(rng, 4, 3, "float32"), points(rng, 5, 3, "float64")
     assert {{ cookiecutter.op_name }}(x, y).dtype == jnp.float64
-    gx, gy = jax.grad(lambda x, y: {{ cookiecutter.op_name }}(x, y).sum(), argnums=(0, 1))(x, y)
+    gx, gy = jax.jit(jax.grad(lambda x, y: {{ cookiecutter.op_name }}(x, y).sum(), argnums=(0, 1)))(x, y)
     assert (gx.dtype, gy.dtype) == (jnp.float32, jnp.float64)
 
 
@@ -127,10 +127,10 @@ def test_check_grads(rng):
     x, y = points(rng, 5, 3, "float64"), points(rng, 4, 3, "float64")
 {%- if cookiecutter.rule == "vjp" %}
     # custom_vjp supports reverse mode only, to any order.
-    check_grads(jax.jit({{ cookiecutter.op_name }}), (x, y), order=2, modes=["rev"])
+    check_grads({{ cookiecutter.op_name }}, (x, y), order=2, modes=["rev"])
 {%- else %}
     # custom_jvp supports forward mode and, by transposition, reverse mode.
-    check_grads(jax.jit({{ cookiecutter.op_name }}), (x, y), order=2, modes=["fwd", "rev"])
+    check_grads({{ cookiecutter.op_name }}, (x, y), order=2, modes=["fwd", "rev"])
 {%- endif %}
 
 
