@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
@@ -121,17 +120,6 @@ def test_gradients_match_float64_oracle(rng, shape, dtype):
     assert [g.dtype for g in got] == [x.dtype, y.dtype]
     for g, w in zip(got, distances_vjp_f64(x, y, cotangent), strict=True):
         assert_close(g, w, GRADIENTS)
-
-
-def test_check_grads(rng):
-    x, y = points(rng, 5, 3, "float64"), points(rng, 4, 3, "float64")
-{%- if cookiecutter.rule == "vjp" %}
-    # custom_vjp supports reverse mode only, to any order.
-    check_grads({{ cookiecutter.op_name }}, (x, y), order=2, modes=["rev"])
-{%- else %}
-    # custom_jvp supports forward mode and, by transposition, reverse mode.
-    check_grads({{ cookiecutter.op_name }}, (x, y), order=2, modes=["fwd", "rev"])
-{%- endif %}
 
 
 # --- the reference's derivatives --------------------------------------------
