@@ -49,8 +49,9 @@ BENCH_SIZES = [{"n": 256, "k": 256}, {"n": 2048, "k": 1024}]
 # TODO: delete these refusals with the identity. A linear op's gradient is the
 # cotangent alone, which the jit-explicit cells close over as a sharded
 # constant: without a mesh set (jax.set_mesh), JAX finds none for the jitted
-# gradient. Your op's gradient depends on its inputs, so these cells pass (and
-# fail, as refusals that raise nothing, until you delete them).
+# gradient (conformance.py could pass the cotangents as jit arguments). An op
+# whose gradient depends on its inputs passes these cells, and they fail, as
+# refusals that raise nothing, until you delete these.
 LINEAR = Refuse(
     ValueError,
     r"Length of device assignment 1 is not equal to the size of the mesh",
