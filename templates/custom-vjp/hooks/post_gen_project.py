@@ -1,4 +1,5 @@
-"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow)."""
+"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
+and drop the worked example's own tests from a skeleton (example=none)."""
 
 import shutil
 from pathlib import Path
@@ -14,3 +15,14 @@ def keep_accelerator_workflow(choice):
 
 
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
+
+
+def drop_example_tests(example, op_name):
+    """example=none: the skeleton has no example-specific tests (the conformance
+    matrix and tests/test_reference.py work from tests/op_spec.py alone)."""
+    if example == "none":
+        for path in (f"tests/test_{op_name}.py", "tests/oracle.py"):
+            Path(path).unlink()
+
+
+drop_example_tests("{{ cookiecutter.example }}", "{{ cookiecutter.op_name }}")

@@ -1,5 +1,7 @@
 """Time value-and-grad of the custom rule against autodiff of the reference,
 and compare the compiled programs' memory. Speed goals live here, never in tests.
+The op, its arguments and the sizes come from the declaration, tests/op_spec.py
+(SPEC and BENCH_SIZES), so this file needs no edit for another op.
 
     python benchmarks/bench.py            # default sizes
     python benchmarks/bench.py --quick    # a small size, for CI smoke runs
@@ -9,22 +11,33 @@ slows both alike), after a warm-up; the figure is the median.
 """
 
 import argparse
+import dataclasses
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from {{ cookiecutter.package_name }} import pairwise_distances, pairwise_distances_reference
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import op_spec  # noqa: E402  (the declaration, beside the tests)
+from conformance import cotangents_for, make_args  # noqa: E402
 
 
 def value_and_grad(f):
-    # Random points never coincide, so the reference's gradient is finite here.
-    def loss(x, y):
-        return jnp.sum(jnp.exp(-f(x, y)))
+    """jit(value_and_grad) of the outputs weighted by random cotangents (the
+    first argument, as in a training step's backward pass), with respect to
+    every differentiable argument of f."""
+    argnums = tuple(1 + i for i, a in enumerate(op_spec.SPEC.args) if a.differentiable)
 
-    return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    def loss(cotangents, *args):
+        outputs = f(*args)
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        return sum(jnp.sum(c * o) for c, o in zip(cotangents, outputs, strict=False))
+
+    return jax.jit(jax.value_and_grad(loss, argnums=argnums))
 
 
 def median_seconds(fns, args, repeats):
@@ -69,12 +82,9 @@ def main():
         help="compile but do not run the reference when it needs more than this",
     )
     args = parser.parse_args()
-    sizes = (
-        [(256, 256, 16)]
-        if args.quick
-        # The last size's (n, m, features) tensor alone is 4.3 GB in float32.
-        else [(512, 512, 16), (1024, 1024, 64), (2048, 256, 3), (4096, 4096, 16), (4096, 4096, 64)]
-    )
+    spec = op_spec.SPEC
+    sizes = getattr(op_spec, "BENCH_SIZES", [dict(spec.sizes)])
+    sizes = sizes[:1] if args.quick else sizes[1:] or sizes
     repeats = 3 if args.quick else args.repeats
 
     print(
@@ -82,24 +92,26 @@ def main():
         "runs, the two sides in turn"
     )
     print(
-        f"{'n, m, features':>16} {'custom ms':>10} {'reference ms':>13} {'speed-up':>9} "
+        f"{'sizes':>24} {'custom ms':>10} {'reference ms':>13} {'speed-up':>9} "
         f"{'custom MB':>10} {'reference MB':>13} {'memory ratio':>13}"
     )
     rng = np.random.default_rng(0)
-    for n, m, k in sizes:
-        x = jnp.asarray(rng.standard_normal((n, k)), jnp.float32)
-        y = jnp.asarray(rng.standard_normal((m, k)), jnp.float32)
-        custom = value_and_grad(pairwise_distances).lower(x, y).compile()
-        reference = value_and_grad(pairwise_distances_reference).lower(x, y).compile()
+    for size in sizes:
+        sized = dataclasses.replace(spec, sizes=size)
+        inputs = make_args(sized, rng)
+        inputs = (cotangents_for(sized, inputs, rng), *inputs)
+        custom = value_and_grad(spec.op).lower(*inputs).compile()
+        reference = value_and_grad(spec.reference).lower(*inputs).compile()
         b_custom, b_reference = peak_bytes(custom), peak_bytes(reference)
         if b_reference <= args.max_reference_gb * 1e9:
-            t_custom, t_reference = median_seconds([custom, reference], (x, y), repeats)
+            t_custom, t_reference = median_seconds([custom, reference], inputs, repeats)
             timing = f"{1e3 * t_reference:>13.2f} {t_reference / t_custom:>8.2f}x"
         else:
-            (t_custom,) = median_seconds([custom], (x, y), repeats)
+            (t_custom,) = median_seconds([custom], inputs, repeats)
             timing = f"{'not run':>13} {'':>9}"
+        label = ", ".join(f"{axis}={n}" for axis, n in size.items())
         print(
-            f"{f'{n}, {m}, {k}':>16} {1e3 * t_custom:>10.2f} {timing} {b_custom / 1e6:>10.1f} "
+            f"{label:>24} {1e3 * t_custom:>10.2f} {timing} {b_custom / 1e6:>10.1f} "
             f"{b_reference / 1e6:>13.1f} {b_reference / b_custom:>12.2f}x"
         )
     print("speed-up and memory ratio: reference / custom (above 1 means the custom rule wins)")

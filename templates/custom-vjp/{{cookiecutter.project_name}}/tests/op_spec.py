@@ -1,24 +1,26 @@
 """The declaration of the op's signature, from which tests/conformance.py
 builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py).
+and the README's support table (tests/support_table.py); tests/test_reference.py
+and benchmarks/bench.py work from it too.
 
 Adapting the starter to your own op: change this file and your op, not the
 conformance module. Name the arguments and their axes, the sizes the cells
 use, which axes are batch-like (vmap over them, shard them with no
-communication), and for each cell the op does not support, the error it
-raises and what to use instead.
+communication), the float64 oracle and the tolerances, and for each cell the op
+does not support, the error it raises and what to use instead.
 """
 
-from {{ cookiecutter.package_name }} import pairwise_distances, pairwise_distances_reference
+import numpy as np
 
-{% if cookiecutter.rule == "vjp" -%}
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
+
+from compare import Ulps
+{% if cookiecutter.rule == "vjp" or cookiecutter.example == "none" -%}
 from conformance import Arg, OpSpec, Refuse
 {% else -%}
 from conformance import Arg, OpSpec
-{% endif -%}
-from oracle import DISTANCES, GRADIENTS, distances_f64
+{% endif %}
 {%- if cookiecutter.rule == "vjp" %}
-
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.
 # (check-grads-* then check reverse mode alone.)
 FORWARD_MODE = Refuse(
@@ -26,12 +28,104 @@ FORWARD_MODE = Refuse(
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
     "refused by JAX: custom_vjp has no forward rule; generate with rule=jvp for forward mode",
 )
-{%- endif %}
+{% endif %}
+{%- if cookiecutter.example == "none" %}
+# How far the op may be from the oracle, in ulps (tests/compare.py), each count
+# with the reason for it. TODO: your op's error model.
+# The identity is exact: no rounding at all.
+VALUES = Ulps(at_value=0)
+# Its gradient is the cotangent itself: exact too.
+GRADIENTS = Ulps(at_value=0)
+
+
+def oracle_f64(x):
+    """TODO: your op in float64 NumPy, independent of the op and the reference."""
+    return np.asarray(x, dtype=np.float64) * 1
+
+
+# The benchmark's sizes, largest last (benchmarks/bench.py; --quick takes the first).
+BENCH_SIZES = [{"n": 256, "k": 256}, {"n": 2048, "k": 1024}]
+
+# TODO: delete these refusals with the identity. A linear op's gradient is the
+# cotangent alone, which the jit-explicit cells close over as a sharded
+# constant: without a mesh set (jax.set_mesh), JAX finds none for the jitted
+# gradient (conformance.py could pass the cotangents as jit arguments). An op
+# whose gradient depends on its inputs passes these cells, and they fail, as
+# refusals that raise nothing, until you delete these.
+LINEAR = Refuse(
+    ValueError,
+    r"Length of device assignment 1 is not equal to the size of the mesh",
+    "refused by the skeleton's identity only: its gradient is a closed-over constant",
+)
+CONSTANT_GRADIENT = {
+    cell: LINEAR for cell in ("jit-explicit-n", "jit-explicit-k", "jit-explicit-2d-*")
+}
 
 SPEC = OpSpec(
-    name="pairwise_distances",
-    op=pairwise_distances,
-    reference=pairwise_distances_reference,
+    name="{{ cookiecutter.op_name }}",
+    op={{ cookiecutter.op_name }},
+    reference={{ cookiecutter.op_name }}_reference,
+    # TODO: your float64 oracle, or None to take the reference run in float64.
+    oracle=oracle_f64,
+    # TODO: your arguments, each with its named axes, and the axes of each output.
+    args=(Arg("x", ("n", "k")),),
+    outputs=(("n", "k"),),
+    sizes={"n": 8, "k": 4},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    # Elementwise: each shard of the input gives that shard of the output.
+    shard_map_axes=("n", "k"),
+    symbolic_axis="n",
+    # Plain StableHLO on every platform: the module holds no custom call.
+    platforms={"cpu": "", "cuda": "", "tpu": ""},
+{%- if cookiecutter.rule == "vjp" %}
+    refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE, **CONSTANT_GRADIENT},
+{%- else %}
+    refuse=CONSTANT_GRADIENT,
+{%- endif %}
+)
+{%- else %}
+# How far the op may be from the oracle, in ulps (tests/compare.py). The
+# inputs are the op's own, rounded to its dtype, so only the op's rounding
+# counts. Half precision is computed in float32 and rounded once: that half
+# ulp is allowed on top (compare.py), and the counts below are float32's.
+#
+# A distance is a sum of k squares (k up to 512 in the tests) and a square
+# root, which halves the sum's relative error: measured at most 1.7 ulps in
+# float32 and 4 in float64 (512 features); 6 leaves room for another
+# summation order.
+DISTANCES = Ulps(at_value=6)
+# A gradient entry sums one term per point of the other set (up to 4096 in
+# the tests), and the terms cancel: their rounding is on the scale of the
+# largest entries, not of each entry. Measured at most 22 ulps of the largest
+# entry (rule=jvp's transposed products, 2048 points, float32; rule=vjp 12);
+# 32. The forward-mode tangents are sums of the same kind.
+GRADIENTS = Ulps(at_value=0, at_scale=32)
+
+
+def distances_f64(x, y):
+    """The float64 NumPy oracle: independent of the op and the reference."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    diff = x[:, None, :] - y[None, :, :]
+    return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+
+
+# The benchmark's sizes (benchmarks/bench.py; --quick takes the first). The
+# last one's (n, m, k) differences alone are 4.3 GB in float32.
+BENCH_SIZES = [
+    {"n": 256, "m": 256, "k": 16},
+    {"n": 512, "m": 512, "k": 16},
+    {"n": 1024, "m": 1024, "k": 64},
+    {"n": 2048, "m": 256, "k": 3},
+    {"n": 4096, "m": 4096, "k": 16},
+    {"n": 4096, "m": 4096, "k": 64},
+]
+
+SPEC = OpSpec(
+    name="{{ cookiecutter.op_name }}",
+    op={{ cookiecutter.op_name }},
+    reference={{ cookiecutter.op_name }}_reference,
     oracle=distances_f64,
     # Random normal points: no two coincide, so the reference's gradient (the
     # cells' gradient oracle) is defined; coincident points have their own tests.
@@ -54,3 +148,4 @@ SPEC = OpSpec(
     refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},
 {%- endif %}
 )
+{%- endif %}

@@ -1,6 +1,11 @@
-"""Pairwise Euclidean distances with a custom {{ cookiecutter.rule.upper() }} rule."""
+"""{{ cookiecutter.op_name }} with a custom {{ cookiecutter.rule.upper() }} rule, and its plain-JAX reference."""
 
-from .pairwise_distances import pairwise_distances
-from .reference import pairwise_distances_reference
+{% if cookiecutter.op_name < "reference" -%}
+from .{{ cookiecutter.op_name }} import {{ cookiecutter.op_name }}
+from .reference import {{ cookiecutter.op_name }}_reference
+{%- else -%}
+from .reference import {{ cookiecutter.op_name }}_reference
+from .{{ cookiecutter.op_name }} import {{ cookiecutter.op_name }}
+{%- endif %}
 
-__all__ = ["pairwise_distances", "pairwise_distances_reference"]
+__all__ = ["{{ cookiecutter.op_name }}", "{{ cookiecutter.op_name }}_reference"]

@@ -1,3 +1,57 @@
+{% if cookiecutter.example == "none" -%}
+"""TODO: your op, with a custom {{ cookiecutter.rule.upper() }} rule.
+
+The skeleton is the identity, x * 1, with the identity's derivative: replace
+the primal and the rule with your own, and reference.py with the same formula
+in plain JAX. Keep the shape of the module: checks and dtype promotion in the
+public wrapper, outside the rule, where JAX differentiates them.
+"""
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+
+def {{ cookiecutter.op_name }}(x: ArrayLike) -> jax.Array:
+    """TODO: what the op computes, its shapes and dtypes."""
+    x = jnp.asarray(x)
+    # TODO: your input checks (a clear error here, before JAX traces the rule).
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"x must be a real floating-point array, got {x.dtype}")
+    return _{{ cookiecutter.op_name }}(x)
+{% if cookiecutter.rule == "vjp" %}
+
+@jax.custom_vjp
+def _{{ cookiecutter.op_name }}(x: jax.Array) -> jax.Array:
+    return x * 1  # TODO: your primal
+
+
+def _fwd(x: jax.Array) -> tuple[jax.Array, None]:
+    # TODO: the residuals your backward needs (here none).
+    return _{{ cookiecutter.op_name }}(x), None
+
+
+def _bwd(residuals: None, cotangent: jax.Array) -> tuple[jax.Array]:
+    # TODO: your backward: one cotangent per primal input, of its type (shape,
+    # dtype; inside shard_map, summed over the axes its primal does not vary on).
+    return (cotangent * 1,)
+
+
+_{{ cookiecutter.op_name }}.defvjp(_fwd, _bwd)
+{% else %}
+
+@jax.custom_jvp
+def _{{ cookiecutter.op_name }}(x: jax.Array) -> jax.Array:
+    return x * 1  # TODO: your primal
+
+
+@_{{ cookiecutter.op_name }}.defjvp
+def _jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
+    (x,), (x_dot,) = primals, tangents
+    # TODO: your tangent, linear in x_dot (JAX transposes it for reverse mode).
+    return _{{ cookiecutter.op_name }}(x), x_dot * 1
+{% endif -%}
+{% else -%}
 """Pairwise Euclidean distances with a custom {{ cookiecutter.rule.upper() }}.
 
 Why a custom rule: d_ij = sqrt(sum_k (x_ik - y_jk)**2) is not differentiable
@@ -31,7 +85,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 
-def pairwise_distances(x: ArrayLike, y: ArrayLike) -> jax.Array:
+def {{ cookiecutter.op_name }}(x: ArrayLike, y: ArrayLike) -> jax.Array:
     """Euclidean distances between the rows of x (n, d) and y (m, d), shape (n, m).
 
     Differentiable everywhere: where rows coincide the gradient is 0, not NaN,
@@ -52,7 +106,7 @@ def pairwise_distances(x: ArrayLike, y: ArrayLike) -> jax.Array:
     # backend may add half-precision terms in half precision. One rounding at
     # the end is all the error a half-precision result needs.
     compute = jnp.promote_types(x.dtype, jnp.float32)
-    d = _pairwise_distances(x.astype(compute), y.astype(compute))
+    d = _{{ cookiecutter.op_name }}(x.astype(compute), y.astype(compute))
     return d.astype(x.dtype)
 
 
@@ -66,17 +120,17 @@ def _checked(x: ArrayLike, y: ArrayLike) -> tuple[jax.Array, jax.Array]:
     for name, a in (("x", x), ("y", y)):
         if a.ndim != 2:
             raise ValueError(
-                f"pairwise_distances: {name} must be 2-D (points, features), got shape "
+                f"{{ cookiecutter.op_name }}: {name} must be 2-D (points, features), got shape "
                 f"{a.shape}; use jax.vmap over extra leading axes"
             )
         if not jnp.issubdtype(a.dtype, jnp.floating):
             raise TypeError(
-                f"pairwise_distances: {name} must be a real floating-point array, got "
+                f"{{ cookiecutter.op_name }}: {name} must be a real floating-point array, got "
                 f"{a.dtype}; cast it, e.g. {name}.astype(jnp.float32)"
             )
     if x.shape[1] != y.shape[1]:
         raise ValueError(
-            "pairwise_distances: x and y need the same number of features, got "
+            "{{ cookiecutter.op_name }}: x and y need the same number of features, got "
             f"x.shape={x.shape} and y.shape={y.shape}"
         )
     dtype = jnp.result_type(x, y)
@@ -187,7 +241,7 @@ def _resharded_like(a: jax.Array, like: jax.Array) -> jax.Array:
 {% if cookiecutter.rule == "vjp" %}
 
 @jax.custom_vjp
-def _pairwise_distances(x: jax.Array, y: jax.Array) -> jax.Array:
+def _{{ cookiecutter.op_name }}(x: jax.Array, y: jax.Array) -> jax.Array:
     return _distances(x, y)
 
 
@@ -198,7 +252,7 @@ def _fwd(x: jax.Array, y: jax.Array) -> tuple[jax.Array, Residuals]:
     # The op itself, not _distances: differentiating _bwd again (grad of grad)
     # differentiates this d, and through the rule its derivative is 0 where it
     # is 0; through sqrt it would be 0 * inf = NaN.
-    d = _pairwise_distances(x, y)
+    d = _{{ cookiecutter.op_name }}(x, y)
     # Residuals are the inputs and the (n, m) distances: _bwd never needs the
     # (n, m, k) differences.
     return d, (x, y, d)
@@ -283,15 +337,15 @@ def _summed_like(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
     return summed
 
 
-_pairwise_distances.defvjp(_fwd, _bwd)
+_{{ cookiecutter.op_name }}.defvjp(_fwd, _bwd)
 {% else %}
 
 @jax.custom_jvp
-def _pairwise_distances(x: jax.Array, y: jax.Array) -> jax.Array:
+def _{{ cookiecutter.op_name }}(x: jax.Array, y: jax.Array) -> jax.Array:
     return _distances(x, y)
 
 
-@_pairwise_distances.defjvp
+@_{{ cookiecutter.op_name }}.defjvp
 def _jvp(
     primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
 ) -> tuple[jax.Array, jax.Array]:
@@ -302,7 +356,7 @@ def _jvp(
     # The op itself, not sqrt: differentiating this rule again (second
     # derivatives) differentiates d, and through the rule its derivative is 0
     # where it is 0; through sqrt it would be 0 * inf = NaN.
-    d = _pairwise_distances(x, y)
+    d = _{{ cookiecutter.op_name }}(x, y)
     # sum_k (x_ik - y_jk)(x_dot_ik - y_dot_jk), expanded into row dot products
     # and two matrix products: O(n m) memory instead of (n, m, k) differences.
     # The tangent must be linear in (x_dot, y_dot): JAX transposes it for
@@ -357,4 +411,5 @@ def _inner_of_differences(
 
     total, _ = jax.lax.scan(add_feature, zeros, _by_feature(x, y, x_dot, y_dot))
     return total
+{% endif -%}
 {% endif -%}

@@ -1,0 +1,48 @@
+"""The declaration of softplus's signature, from which tests/conformance.py
+builds every cell, and the README's support table, tests/test_reference.py and
+benchmarks/bench.py work."""
+
+import numpy as np
+
+from adapted_softplus import softplus, softplus_reference
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# A custom_vjp function has a reverse rule only: JAX refuses forward mode.
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused by JAX: custom_vjp has no forward rule; generate with rule=jvp for forward mode",
+)
+
+# exp, log1p and an add, each correctly rounded to half an ulp or so, and
+# log1p's result is at least log(2)/2 of exp's: measured at most 2 ulps
+# (float32, standard normal inputs); 4.
+VALUES = Ulps(at_value=4)
+# sigmoid, 1 / (1 + exp(-x)), times the cotangent: three roundings; 4.
+GRADIENTS = Ulps(at_value=4)
+
+
+def softplus_f64(x):
+    return np.logaddexp(0.0, np.asarray(x, dtype=np.float64))
+
+
+BENCH_SIZES = [{"n": 256, "k": 256}, {"n": 4096, "k": 1024}]
+
+SPEC = OpSpec(
+    name="softplus",
+    op=softplus,
+    reference=softplus_reference,
+    oracle=softplus_f64,
+    args=(Arg("x", ("n", "k")),),
+    outputs=(("n", "k"),),
+    sizes={"n": 8, "k": 4},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    # Elementwise: each shard of x gives that shard of the output.
+    shard_map_axes=("n", "k"),
+    symbolic_axis="n",
+    platforms={"cpu": "", "cuda": "", "tpu": ""},
+    refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},
+)
