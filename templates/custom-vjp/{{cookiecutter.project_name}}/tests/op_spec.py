@@ -15,7 +15,7 @@ import numpy as np
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 from compare import Ulps
-{% if cookiecutter.rule == "vjp" or cookiecutter.example == "none" -%}
+{% if cookiecutter.rule == "vjp" -%}
 from conformance import Arg, OpSpec, Refuse
 {% else -%}
 from conformance import Arg, OpSpec
@@ -46,21 +46,6 @@ def oracle_f64(x):
 # The benchmark's sizes, largest last (benchmarks/bench.py; --quick takes the first).
 BENCH_SIZES = [{"n": 256, "k": 256}, {"n": 2048, "k": 1024}]
 
-# TODO: delete these refusals with the identity. A linear op's gradient is the
-# cotangent alone, which the jit-explicit cells close over as a sharded
-# constant: without a mesh set (jax.set_mesh), JAX finds none for the jitted
-# gradient (conformance.py could pass the cotangents as jit arguments). An op
-# whose gradient depends on its inputs passes these cells, and they fail, as
-# refusals that raise nothing, until you delete these.
-LINEAR = Refuse(
-    ValueError,
-    r"Length of device assignment 1 is not equal to the size of the mesh",
-    "refused by the skeleton's identity only: its gradient is a closed-over constant",
-)
-CONSTANT_GRADIENT = {
-    cell: LINEAR for cell in ("jit-explicit-n", "jit-explicit-k", "jit-explicit-2d-*")
-}
-
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     op={{ cookiecutter.op_name }},
@@ -79,9 +64,7 @@ SPEC = OpSpec(
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
 {%- if cookiecutter.rule == "vjp" %}
-    refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE, **CONSTANT_GRADIENT},
-{%- else %}
-    refuse=CONSTANT_GRADIENT,
+    refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},
 {%- endif %}
 )
 {%- else %}
