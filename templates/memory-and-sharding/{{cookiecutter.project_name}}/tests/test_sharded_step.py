@@ -23,15 +23,18 @@ from {{ cookiecutter.package_name }} import (
 from {{ cookiecutter.package_name }}.hlo import collectives
 from {{ cookiecutter.package_name }}.sharded_step import (
     DATA,
+    GATHER_AXES,
     MODEL,
     POLICIES,
     REMAT,
+    SPECS,
     TENSOR_PARALLEL,
 )
 
 from compare import assert_close
 from conftest import mesh_devices
-from oracle import GRADIENTS, STEPS, VALUES, make_problem, step_f64
+from op_spec import GRADIENTS, STEPS, VALUES
+from oracle import make_problem, step_f64
 
 LAYERS = 4
 DEVICE_COUNTS = [8, 1]
@@ -63,8 +66,8 @@ def test_loss_and_gradients_match_reference(rng, devices, remat):
     assert_close(value, want_value, VALUES)
     assert_close(flat(grads), flat(want_grads), GRADIENTS)
     # The gradients come back stored like the parameters: no gather at the end.
-    for (g_in, g_out), (w_in, w_out) in zip(grads, sharded[0], strict=True):
-        assert g_in.sharding == w_in.sharding and g_out.sharding == w_out.sharding
+    for g, w in zip(jax.tree.leaves(grads), jax.tree.leaves(sharded[0]), strict=True):
+        assert g.sharding == w.sharding
 
 
 @pytest.mark.parametrize("devices", DEVICE_COUNTS)
@@ -93,7 +96,7 @@ def test_float64(rng):
     with jax.set_mesh(mesh):
         new_params, _, value = train_step(sharded_params, sharded_momentum, xs, ys)
     want = step_f64(params, momentum, x, y)
-    assert new_params[0][0].dtype == jnp.float64
+    assert all(w.dtype == jnp.float64 for w in new_params[0])
     assert_close(flat(new_params), flat(want[0]), STEPS)
     assert_close(value, want[2], VALUES)
 
@@ -102,6 +105,24 @@ def dims(shape: str) -> tuple[int, ...]:
     """f32[64,256]{1,0} -> (64, 256)"""
     inside = re.search(r"\[([\d,]*)\]", shape).group(1)
     return tuple(int(d) for d in inside.split(",") if d)
+
+
+def split(shape, spec, mesh, axes):
+    """`shape` with each dimension that `spec` puts on one of `axes` divided
+    by that mesh axis's size."""
+    return tuple(n // mesh.shape[a] if a in axes else n for n, a in zip(shape, spec, strict=True))
+
+
+def gathered_bytes(params, mesh):
+    """One block's weights as its all-gathers make them: whole over data,
+    their model slice with tensor parallelism."""
+    return sum(
+        int(np.prod(split(w.shape, spec, mesh, [MODEL]))) * w.dtype.itemsize
+        for w, spec in zip(params[0], SPECS, strict=True)
+    )
+
+
+GATHERED_WEIGHTS = sum(axis is not None for axis in GATHER_AXES)  # per block
 
 
 def test_compiled_step_has_exactly_the_chosen_collectives(rng):
@@ -113,32 +134,23 @@ def test_compiled_step_has_exactly_the_chosen_collectives(rng):
     found = Counter((c.op, dims(c.shape)) for c in collectives(text))
 
     batch, d = x.shape
-    f = params[0][0].shape[1]
     data = mesh.shape[DATA]
-    model = mesh.shape[MODEL] if TENSOR_PARALLEL else 1
     gathers = 2 if REMAT == "regather" else 1  # a second gather of each weight in the backward
-    want = Counter(
-        {
-            # Each block's weights, whole over data (their model slice with TP).
-            ("all-gather", (d, f // model)): gathers * LAYERS,
-            ("all-gather", (f // model, d)): gathers * LAYERS,
-            # Their gradients, summed over the batch shards and split back.
-            (
-                "reduce-scatter",
-                (d // data, f // model) if TENSOR_PARALLEL else (d // data, f),
-            ): LAYERS,
-            (
-                "reduce-scatter",
-                (f // model, d // data) if TENSOR_PARALLEL else (f // data, d),
-            ): LAYERS,
-            # The loss, summed over the data shards.
-            ("all-reduce", ()): 1,
-        }
-    )
+    want = Counter({("all-reduce", ()): 1})  # the loss, summed over the data shards
+    for w, spec, axis in zip(params[0], SPECS, GATHER_AXES, strict=True):
+        stored = split(w.shape, spec, mesh, [DATA, MODEL])
+        if axis is None:
+            # Not split over data: its gradient summed over the batch shards.
+            want["all-reduce", stored] += LAYERS
+            continue
+        # Each block's weights, whole over data (their model slice with TP)...
+        want["all-gather", split(w.shape, spec, mesh, [MODEL])] += gathers * LAYERS
+        # ...and their gradients, summed over the batch shards and split back.
+        want["reduce-scatter", stored] += LAYERS
     if TENSOR_PARALLEL:
         # One psum per block in the forward, one per block but the first in
         # the backward (the first block's input needs no gradient).
-        want[("all-reduce", (batch // data, d))] = 2 * LAYERS - 1
+        want[("all-reduce", (batch // data, d))] += 2 * LAYERS - 1
     assert found == want
 
 
@@ -158,18 +170,16 @@ def all_gathers(compiled):
 
 
 # A size where the weights dominate the temporary memory: each device's 8 rows
-# of the batch are small next to a block's gathered weights, 2 x 128 x 512
-# floats (256 KiB each), and there are 8 blocks of them.
+# of the batch are small next to a block's gathered weights (in the example,
+# 2 x 128 x 512 floats, 256 KiB each), and there are 8 blocks of them.
 RESIDENCY_LAYERS = 8
 
 
 def test_one_blocks_gathered_weights_are_live_at_a_time(rng):
     mesh = make_mesh(mesh_devices(8))
-    params, x, y = make_problem(rng, RESIDENCY_LAYERS, batch=64, d=128, f=512)
+    params, x, y = make_problem(rng, RESIDENCY_LAYERS, batch=64, d=128)
     sharded = place(mesh, params, x, y)
-    d, f = params[0][0].shape
-    model = mesh.shape[MODEL] if TENSOR_PARALLEL else 1
-    block = 2 * d * (f // model) * x.dtype.itemsize  # one block's w_in and w_out, gathered
+    block = gathered_bytes(params, mesh)  # one block's weights, gathered
     for remat in POLICIES:
         forward = temp_bytes(compiled_loss(mesh, sharded, remat, grad=False))
         # Each block's weights are gathered after the previous block is done:
@@ -179,12 +189,12 @@ def test_one_blocks_gathered_weights_are_live_at_a_time(rng):
     # regather keeps nothing: the backward gathers each block's weights again,
     # when it reaches the block, so it too holds one block's at a time.
     assert temp_bytes(grad["regather"]) < 2 * block, (temp_bytes(grad["regather"]), block)
-    assert all_gathers(grad["regather"]) == 4 * RESIDENCY_LAYERS
+    assert all_gathers(grad["regather"]) == 2 * GATHERED_WEIGHTS * RESIDENCY_LAYERS
     # save-gathered keeps every block's gathered weights from the forward for
     # the backward: all of them at once, each gathered once.
     saved = temp_bytes(grad["save-gathered"])
     assert saved >= RESIDENCY_LAYERS * block, (saved, block)
-    assert all_gathers(grad["save-gathered"]) == 2 * RESIDENCY_LAYERS
+    assert all_gathers(grad["save-gathered"]) == GATHERED_WEIGHTS * RESIDENCY_LAYERS
 
 
 def test_checkpoint_policy_lowers_temporary_memory(rng):
@@ -222,7 +232,8 @@ def test_donated_state_is_deleted_and_its_buffers_reused(rng):
     # Every parameter and momentum buffer is an alias of an output...
     aliases = re.search(r"input_output_alias=\{(.*?)\}\s*,\s*entry", text)
     assert aliases is not None, "no input_output_alias in the compiled program"
-    assert aliases.group(1).count("may-alias") + aliases.group(1).count("must-alias") == 4 * LAYERS
+    donated = 2 * len(params[0]) * LAYERS
+    assert aliases.group(1).count("may-alias") + aliases.group(1).count("must-alias") == donated
     # ...the arrays passed in are gone, and the new parameters live in their buffers.
     assert all(w.is_deleted() for w in jax.tree.leaves((sharded_params, momentum)))
     after = {
@@ -246,8 +257,8 @@ def test_bad_input_raises_clear_error(rng):
     ):
         loss(*plain)
     params, x, y = make_problem(rng, 2)
-    bad = [params[0], (params[1][0], params[1][1][:, :-1])]
-    with jax.set_mesh(mesh), pytest.raises(ValueError, match=r"block 1: w_in must be \(d, f\)"):
+    bad = [params[0], (*params[1][:-1], params[1][-1][..., :-1])]  # the last weight cut short
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=r"block 1: \w+ must be \("):
         loss(jax.tree.map(jnp.asarray, bad), jnp.asarray(x), jnp.asarray(y))
     with jax.set_mesh(mesh), pytest.raises(ValueError, match="x and y must both be"):
         loss(jax.tree.map(jnp.asarray, params), jnp.asarray(x), jnp.asarray(y[:, :-1]))
