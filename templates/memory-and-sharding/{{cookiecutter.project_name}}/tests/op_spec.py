@@ -48,10 +48,11 @@ GRADIENTS = Ulps(at_value=0, at_scale=16)
 STEPS = Ulps(at_value=0, at_scale=8)
 {%- else %}
 # TODO: your block's tolerances, each with the reason for its count. These
-# fit a linear block: sums of products, whose gradient terms cancel.
+# fit a linear block: sums of products, whose gradient terms cancel, and
+# nothing bounds h from block to block, so a step's rounding grows with it.
 VALUES = Ulps(at_value=4)
 GRADIENTS = Ulps(at_value=0, at_scale=16)
-STEPS = Ulps(at_value=0, at_scale=8)
+STEPS = Ulps(at_value=0, at_scale=32)
 {%- endif %}
 
 # The devices of the cells' own meshes, so that inputs they shard can reach it.

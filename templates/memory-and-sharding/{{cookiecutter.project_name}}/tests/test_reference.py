@@ -15,10 +15,10 @@ from op_spec import GRADIENTS, STEPS, VALUES
 from oracle import make_problem
 
 SIZES = [(1, 1, 1, 1), (2, 8, 4, 16), (4, 64, 64, 256)]  # (layers, batch, d, f)
-# Jitted at every size and dtype; eager (op by op, slower) once, since XLA can
-# miscompile what runs right eagerly.
+# Jitted at every size and dtype; eager (op by op, slower) once, at a size
+# with several blocks, since XLA can miscompile what runs right eagerly.
 CASES = [(sizes, dtype, True) for sizes in SIZES for dtype in ("float32", "float64")]
-CASES += [(SIZES[-1], "float32", False)]
+CASES += [(SIZES[1], "float32", False)]
 
 
 def numpy_loss_and_grads(params, x, y):

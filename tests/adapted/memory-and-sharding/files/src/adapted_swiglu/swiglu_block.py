@@ -3,7 +3,6 @@ the branch (silu(h @ w_gate) * (h @ w_up)) @ w_down of the residual
 h <- h + block(h)."""
 
 import jax
-import jax.numpy as jnp
 
 # The gate and up projections (d, f), the down projection (f, d).
 WEIGHTS = {"w_gate": ("d", "f"), "w_up": ("d", "f"), "w_down": ("f", "d")}
