@@ -113,12 +113,12 @@ def split(shape, spec, mesh, axes):
 
 
 def gathered_bytes(params, mesh):
-    """One block's weights as its all-gathers make them: whole over data,
-    their model slice with tensor parallelism."""
-    return sum(
+    """The bytes of each of one block's weights as its all-gather makes it:
+    whole over data, its model slice with tensor parallelism."""
+    return [
         int(np.prod(split(w.shape, spec, mesh, [MODEL]))) * w.dtype.itemsize
         for w, spec in zip(params[0], SPECS, strict=True)
-    )
+    ]
 
 
 GATHERED_WEIGHTS = sum(axis is not None for axis in GATHER_AXES)  # per block
@@ -178,12 +178,14 @@ def test_one_blocks_gathered_weights_are_live_at_a_time(rng):
     mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, RESIDENCY_LAYERS, batch=64, d=128)
     sharded = place(mesh, params, x, y)
-    block = gathered_bytes(params, mesh)  # one block's weights, gathered
+    weights = gathered_bytes(params, mesh)
+    block = sum(weights)  # one block's weights, gathered
     for remat in POLICIES:
         forward = temp_bytes(compiled_loss(mesh, sharded, remat, grad=False))
         # Each block's weights are gathered after the previous block is done:
-        # one block's worth and some small activations, never two blocks'.
-        assert block <= forward < 2 * block, (remat, forward, block)
+        # at least its largest weight (XLA may free one weight before it
+        # gathers the next) and some small activations, never two blocks'.
+        assert max(weights) <= forward < 2 * block, (remat, forward, block)
     grad = {remat: compiled_loss(mesh, sharded, remat) for remat in POLICIES}
     # regather keeps nothing: the backward gathers each block's weights again,
     # when it reaches the block, so it too holds one block's at a time.

@@ -123,8 +123,8 @@ def reference_step(
     """One SGD-with-momentum step of reference_loss: m <- beta m + g,
     p <- p - learning_rate m. Returns (params, momentum, loss before the step)."""
     value, grads = jax.value_and_grad(reference_loss)(params, x, y)
-    momentum = jax.tree.map(lambda m, g: beta * m + g, momentum, grads)
-    params = jax.tree.map(lambda p, m: p - learning_rate * m, params, momentum)
+    momentum = jax.tree.map(lambda v, g: beta * v + g, momentum, grads)
+    params = jax.tree.map(lambda w, v: w - learning_rate * v, params, momentum)
     return params, momentum, value
 
 
