@@ -11,6 +11,7 @@ A new user starts with the README's two commands (`./scripts/demo`,
     nox -s mutants -- templates/pallas --set backend=triton
     nox -s pages                         # the reference pages' checks
     nox -s readme                        # refresh the README's sample outputs
+    nox -s docs                          # the kit's site, into docs/_build/html
 """
 
 from __future__ import annotations
@@ -118,3 +119,14 @@ def readme(session: nox.Session) -> None:
     (`-- --only list` for one; tests/test_readme_samples.py checks they are current)."""
     _install_kit(session)
     session.run("python", "scripts/readme-samples", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the kit's site into docs/_build/html; any Sphinx warning is an error.
+    docs/conf.py reads this checkout's src/, so the kit is not built: its
+    dependencies and the docs extra are enough."""
+    project = nox.project.load_toml(ROOT / "pyproject.toml")["project"]
+    session.install(*project["dependencies"], *project["optional-dependencies"]["docs"])
+    args = ["-W", "--keep-going", "-b", "html", "docs", "docs/_build/html"]
+    session.run("sphinx-build", *args, *session.posargs)

@@ -98,7 +98,7 @@ OPS = {
     "memory-and-sharding": ("sharded_step.py", "train_step"),
     "custom-vjp": ("pairwise_distances.py", "pairwise_distances"),
     "export": ("artifact.py", "export_model"),
-    "custom-partitioning": ("sharded_top_k.py", "top_k"),
+    "custom-partitioning": ("sharded_top_k.py", "sharded_top_k"),
     "pallas": ("fused_matmul.py", "fused_matmul"),
     "ffi": ("rms_norm.py", "rms_norm"),
     "internals": ("tridiagonal_matvec.py", "tridiagonal_matvec"),

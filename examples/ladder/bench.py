@@ -1,6 +1,6 @@
 """One table, rung by rung: the same RMS normalization at every rung of the ladder.
 
-    python examples/ladder/bench.py [--quick]
+    python examples/ladder/bench.py [--quick] [--json FILE.json] [--plot FILE.svg]
 
 For each rung (a module in this folder), float32 x: (rows, d), w: (d,), cotangent dy:
 
@@ -16,12 +16,19 @@ For each rung (a module in this folder), float32 x: (rows, d), w: (d,), cotangen
 Every forward is checked against the float64 oracle first (exit 1 if one is wrong), so the
 timings are for right answers. On a CPU the Pallas rung runs in the interpreter: its time
 says nothing about a kernel's.
+
+--json writes the table with the machine and date (results.json is one such measurement);
+--plot draws it (plot.py; needs matplotlib, which the kit's docs extra has).
 """
 
 import argparse
 import ast
+import datetime
 import importlib
 import io
+import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -131,10 +138,57 @@ def static_figures(fn, x, w, dy, mesh):
     }
 
 
+def machine():
+    """A short description of this machine: CPU model and core count, and the JAX device."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        models = [
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.read_text().splitlines()
+            if line.startswith("model name")
+        ]
+        cpu = models[0] if models else cpu
+    return f"{cpu}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}"
+
+
+def results_record(rows, d, rounds, figures, forward, backward):
+    """The table as data, with what it was measured on: what --json writes, --plot draws."""
+    return {
+        "machine": machine(),
+        # Other jobs slow every rung alike (they take turns), but say how busy it was.
+        "load_average": round(os.getloadavg()[0], 1),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "jax": jax.__version__,
+        "shape": [rows, d],
+        "rounds": rounds,
+        "rows": [
+            {
+                "rung": name,
+                "fwd_ms": round(forward[name] * 1e3, 3),
+                "vg_ms": round(backward[name] * 1e3, 3),
+                "saved_mib": round(f["saved"], 3),
+                "temp_mib": round(f["temp"], 3),
+                "peak_mib": round(f["peak"], 3),
+                "comm_bytes": f["comm"],
+                "lines": lines_of_code(name),
+                "bought": RUNGS[name],
+            }
+            for name, f in figures.items()
+        ],
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few rounds (CI)")
+    parser.add_argument("--json", metavar="FILE.json", help="also write the table as JSON")
+    parser.add_argument("--plot", metavar="FILE.svg", help="also draw it (needs matplotlib)")
     args = parser.parse_args()
+    if args.plot:
+        import plot  # fails now, before measuring, if matplotlib is missing
+
+        plot._pyplot()
     rows, d, rounds = (256, 256, 5) if args.quick else (8192, 1024, 20)
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal((rows, d)), jnp.float32)
@@ -174,6 +228,13 @@ def main():
         )
     worst = max(f["error"] for f in figures.values())
     print(f"every forward matches the float64 oracle: worst error {100 * worst:.0f}% of tolerance")
+    results = results_record(rows, d, rounds, figures, forward, backward)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot.plot(results, args.plot)
+        print(f"wrote {args.plot}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,24 @@
-"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow)."""
+"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
+and lay out the worked example or the skeleton (see keep_example)."""
 
 import shutil
 from pathlib import Path
+
+# The worked example's own files: its tests, its float64 NumPy oracle and the
+# two-process test. The skeleton (example=none) has none of them.
+EXAMPLE_ONLY = [
+    "tests/test_{{ cookiecutter.op_name }}.py",
+    "tests/oracle.py",
+    "tests/test_reference.py",
+    "tests/test_multiprocess.py",
+    "tests/multiprocess_worker.py",
+]
+# Where the skeleton's three files go (each replaces the example's).
+SKELETON = {
+    "_skeleton/reference.py": "src/{{ cookiecutter.package_name }}/reference.py",
+    "_skeleton/op.py": "src/{{ cookiecutter.package_name }}/{{ cookiecutter.op_name }}.py",
+    "_skeleton/op_spec.py": "tests/op_spec.py",
+}
 
 
 def keep_accelerator_workflow(choice):
@@ -13,4 +30,17 @@ def keep_accelerator_workflow(choice):
     shutil.rmtree("_accelerator_ci")
 
 
+def keep_example(example):
+    """The example option: "none" moves the skeleton's reference, op and
+    declaration over the example's and deletes the example's own files;
+    otherwise the skeleton goes."""
+    if example == "none":
+        for path in EXAMPLE_ONLY:
+            Path(path).unlink()
+        for source, target in SKELETON.items():
+            Path(source).replace(Path(target))
+    shutil.rmtree("_skeleton")
+
+
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
+keep_example("{{ cookiecutter.example }}")

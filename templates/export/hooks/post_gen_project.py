@@ -1,6 +1,7 @@
-"""Write the golden artifact (tests/golden/) at generation time, so the golden
-test has an artifact exported by the JAX that created the project, and keep the
-chosen accelerator workflow, if any."""
+"""Write the golden artifact (tests/golden/) at generation time, from the op
+the project was generated with, so the golden test has an artifact exported by
+the JAX that created the project; keep the chosen accelerator workflow, if
+any; drop the example's own tests where they do not apply."""
 
 import os
 import shutil
@@ -19,6 +20,11 @@ def keep_accelerator_workflow(choice):
 
 
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
+
+# The example's own tests (the masked sequence model's edges) go with the
+# example: the skeleton and the batch-only model have none.
+if "{{ cookiecutter.example }}" == "none" or "{{ cookiecutter.symbolic_dims }}" != "batch,seq":
+    Path("tests/test_{{ cookiecutter.op_name }}.py").unlink()
 
 # PYTHONDONTWRITEBYTECODE: importing the new package from src/ would otherwise
 # leave src/<package>/__pycache__/ in the freshly generated project.

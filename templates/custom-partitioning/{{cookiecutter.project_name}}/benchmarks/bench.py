@@ -1,46 +1,58 @@
 """Bytes moved by collectives, and compile time, with and without the
-sharding rule, for sharded inputs. Speed goals live here, never in tests.
+sharding rule, for sharded inputs: the op that tests/op_spec.py declares
+against its plain-JAX reference. Speed goals live here, never in tests.
 
     python benchmarks/bench.py            # default sizes
     python benchmarks/bench.py --quick    # one small size, for CI smoke runs
 
-On the simulated CPU devices wall time says little (they share the host's
-cores), so times are printed only on a real multi-device platform.
+The inputs are the declaration's arguments with their first two named axes
+scaled up, on a 2 x (devices / 2) mesh whose axes carry those names: each
+input sharded over the first axis only, then over both. On the simulated CPU
+devices wall time says little (they share the host's cores), so times are
+printed only on a real multi-device platform. Needs the test dependencies
+(the declaration lives with the tests).
 """
 
 import argparse
+import dataclasses
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 
 # Simulate 8 devices on a CPU-only host; this must run before the backend
 # starts, and does nothing to GPU or TPU devices.
 jax.config.update("jax_num_cpu_devices", 8)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import numpy as np  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from {{ cookiecutter.package_name }} import top_k, top_k_reference  # noqa: E402
 from {{ cookiecutter.package_name }}.hlo import collective_bytes  # noqa: E402
 
-K = 8
+from conformance import make_args  # noqa: E402
+from op_spec import SPEC  # noqa: E402
+
+# How much larger than the conformance cells' sizes the two axes are.
+SCALES = [(8, 256), (32, 2048), (128, 4096)]
 
 
-def compile_seconds_and_bytes(fn, x):
+def compile_seconds_and_bytes(fn, args):
     start = time.perf_counter()
-    text = jax.jit(fn).lower(x).compile().as_text()
+    text = jax.jit(fn).lower(*args).compile().as_text()
     return time.perf_counter() - start, collective_bytes(text)
 
 
-def median_seconds(fn, x, repeats):
+def median_seconds(fn, args, repeats):
     fn = jax.jit(fn)
-    jax.block_until_ready(fn(x))
+    jax.block_until_ready(fn(*args))
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(fn(x))
+        jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -52,37 +64,46 @@ def main():
     args = parser.parse_args()
     n = len(jax.devices())
     mesh_shape = (2, n // 2) if n >= 2 else (1, 1)
-    mesh = jax.make_mesh(mesh_shape, ("batch", "items"), axis_types=(AxisType.Auto,) * 2)
-    sizes = [(64, 4096)] if args.quick else [(64, 4096), (256, 32768), (1024, 65536)]
+    first, second = SPEC.args[0].axes[:2]
+    mesh = jax.make_mesh(mesh_shape, (first, second), axis_types=(AxisType.Auto,) * 2)
+    rule, plain = SPEC.auto_op or SPEC.op, SPEC.reference
     timed = jax.default_backend() != "cpu"
-    print(f"jax {jax.__version__}, {n} {jax.default_backend()} devices, mesh {mesh_shape}, k={K}")
+    print(f"jax {jax.__version__}, {n} {jax.default_backend()} devices, mesh {mesh_shape}")
     print(
-        f"{'shape':>14} {'spec':>22} {'rule bytes':>11} {'no-rule bytes':>14} {'ratio':>8} "
+        f"{'shape':>14} {'spec':>14} {'rule bytes':>11} {'no-rule bytes':>14} {'ratio':>8} "
         f"{'compile s (rule / no rule)':>27}"
     )
     with jax.set_mesh(mesh):
-        for shape in sizes:
-            host = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-            for spec in (P("batch", None), P("batch", "items")):
-                x = jax.device_put(host, NamedSharding(mesh, spec))
-                rule = lambda x: top_k(x, K)  # noqa: E731
-                plain = lambda x: top_k_reference(x, K)  # noqa: E731
-                t_rule, b_rule = compile_seconds_and_bytes(rule, x)
-                t_plain, b_plain = compile_seconds_and_bytes(plain, x)
-                ratio = f"{b_plain / b_rule:.0f}x" if b_rule else "all"
+        for scale in SCALES[:1] if args.quick else SCALES:
+            sizes = dict(SPEC.sizes)
+            sizes[first] *= scale[0]
+            sizes[second] *= scale[1]
+            spec = dataclasses.replace(SPEC, sizes=sizes)
+            host = make_args(spec, np.random.default_rng(0))
+            for split in ((first,), (first, second)):
+                placed = [
+                    jax.device_put(
+                        a, NamedSharding(mesh, P(*(d if d in split else None for d in arg.axes)))
+                    )
+                    for a, arg in zip(host, SPEC.args, strict=True)
+                ]
+                t_rule, b_rule = compile_seconds_and_bytes(rule, placed)
+                t_plain, b_plain = compile_seconds_and_bytes(plain, placed)
+                ratio = f"{b_plain / b_rule:.0f}x" if b_rule else "all" if b_plain else "-"
+                shape, layout = str(tuple(host[0].shape)), str(P(*split))
                 print(
-                    f"{str(shape):>14} {str(spec):>22} {b_rule:>11,} {b_plain:>14,} {ratio:>8} "
+                    f"{shape:>14} {layout:>14} {b_rule:>11,} {b_plain:>14,} {ratio:>8} "
                     f"{t_rule:>13.2f} / {t_plain:.2f}"
                 )
                 if timed:
-                    run_rule = median_seconds(rule, x, args.repeats)
-                    run_plain = median_seconds(plain, x, args.repeats)
+                    run_rule = median_seconds(rule, placed, args.repeats)
+                    run_plain = median_seconds(plain, placed, args.repeats)
                     print(
                         f"{'':>14} run ms: rule {1e3 * run_rule:.3f}, no rule "
                         f"{1e3 * run_plain:.3f}, speed-up {run_plain / run_rule:.2f}x"
                     )
     print("bytes: per-device result size of every collective in the compiled program")
-    print("ratio: no-rule bytes / rule bytes ('all' = the rule needs no collective)")
+    print("ratio: no-rule bytes / rule bytes ('all': the rule needs no collective; '-': neither)")
 
 
 if __name__ == "__main__":

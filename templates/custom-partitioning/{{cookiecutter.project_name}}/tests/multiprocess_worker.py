@@ -20,7 +20,7 @@ from jax.experimental import multihost_utils  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from {{ cookiecutter.package_name }} import top_k  # noqa: E402
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as top_k  # noqa: E402
 
 from oracle import quantized_with_ties, top_k_f64, top_k_vjp_f64  # noqa: E402
 

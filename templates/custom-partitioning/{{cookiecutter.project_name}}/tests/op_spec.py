@@ -9,7 +9,7 @@ communication), and for each cell the op does not support, the error it
 raises and what to use instead.
 """
 
-from {{ cookiecutter.package_name }} import top_k, top_k_reference
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 from conformance import Arg, OpSpec, Refuse
 from oracle import GRADIENTS, VALUES, top_k_f64
@@ -17,18 +17,18 @@ from oracle import GRADIENTS, VALUES, top_k_f64
 # k is static (it fixes the output shape): the cells call the op at one k.
 K = 3
 
-# custom_partitioning has no autodiff rule, so top_k is a custom_vjp: reverse
+# custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
 # mode only, and first order only (its backward is another partitioned op).
 FORWARD_MODE = Refuse(
     TypeError,
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
-    "refused: top_k is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
+    "refused: the op is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
 )
 
 SPEC = OpSpec(
-    name="top_k",
-    op=lambda x: top_k(x, K),
-    reference=lambda x: top_k_reference(x, K),
+    name="{{ cookiecutter.op_name }}",
+    op=lambda x: {{ cookiecutter.op_name }}(x, K),
+    reference=lambda x: {{ cookiecutter.op_name }}_reference(x, K),
     oracle=lambda x: top_k_f64(x, K),
     args=(Arg("x", ("b", "n")),),
     # Values, and the integer indices (not differentiated).

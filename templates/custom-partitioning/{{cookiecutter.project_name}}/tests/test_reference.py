@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from {{ cookiecutter.package_name }} import top_k_reference
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference as top_k_reference
 
 from compare import assert_close
 from oracle import GRADIENTS, VALUES, top_k_f64, top_k_vjp_f64

@@ -22,8 +22,8 @@ from pathlib import Path
 import jax
 from jax import export
 
-from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.reference import init_params, predict
+from {{ cookiecutter.package_name }} import artifact, init_params
+from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import exported_function
 
 # Each timed sample repeats the call until it lasts about this long, so that
 # the timer's own cost does not count for small inputs.
@@ -78,7 +78,7 @@ def main():
     )
     # What the artifact replaces: the model's own function, jitted, its weights
     # passed as arguments.
-    original = jax.jit(predict)
+    original = jax.jit(lambda params, *inputs: exported_function(params)(*inputs))
     params = init_params()
     print(f"{'sizes':>12} {'artifact ms':>12} {'jit ms':>9} {'ratio':>7} {'ratio q1-q3':>12}")
     for size in sizes:

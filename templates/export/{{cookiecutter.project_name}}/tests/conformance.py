@@ -548,6 +548,16 @@ def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
 
 
 # --- jit with sharded inputs -----------------------------------------------------------
+def _grad_of(spec: OpSpec, fn: Callable[..., Any], count: int) -> Callable[..., Any]:
+    """The gradient of fn's random weighting, as a function of its `count`
+    arguments followed by the cotangents."""
+
+    def grad(*args_and_cts: Any) -> Any:
+        return _grad(spec, fn, list(args_and_cts[count:]))(*args_and_cts[:count])
+
+    return grad
+
+
 def _collectives(compiled_text: str) -> dict[str, int]:
     return {c: len(re.findall(rf"\b{c}(-start)?\(", compiled_text)) for c in COLLECTIVES}
 
@@ -573,12 +583,15 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
     ]
     fn = spec.op if explicit or spec.auto_op is None else spec.auto_op
     op = jax.jit(fn)
-    grad = jax.jit(_grad(spec, fn, ct_placed))
+    # The cotangents are arguments, not constants the gradient closes over: a
+    # gradient that does not read the inputs (a linear op's) would otherwise
+    # be a program of constants alone, placed on one device.
+    grad = jax.jit(_grad_of(spec, fn, len(args)))
     if set_mesh:
         with jax.set_mesh(mesh):
-            got, got_grads = op(*placed), grad(*placed)
+            got, got_grads = op(*placed), grad(*placed, *ct_placed)
     else:
-        got, got_grads = op(*placed), grad(*placed)
+        got, got_grads = op(*placed), grad(*placed, *ct_placed)
     assert_outputs(spec, got, oracle(spec, args))
     assert_grads(spec, got_grads, vjp_oracle(spec, args, cts))
     if any(fnmatch.fnmatchcase(cell, p) for p in spec.extra_collectives):
@@ -586,9 +599,9 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
     if two_d:
         # Operands that use only "x" of the 2x2 mesh: the gradient must sum
         # over no mesh axis the reference's does not (over "y", say).
-        mine = _collectives(grad.lower(*placed).compile().as_text())
-        reference = jax.jit(_grad(spec, spec.reference, ct_placed))
-        theirs = _collectives(reference.lower(*placed).compile().as_text())
+        mine = _collectives(grad.lower(*placed, *ct_placed).compile().as_text())
+        reference = jax.jit(_grad_of(spec, spec.reference, len(args)))
+        theirs = _collectives(reference.lower(*placed, *ct_placed).compile().as_text())
         more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
         assert not more, f"gradient: more collectives than the reference (op, reference): {more}"
         return

@@ -1,27 +1,78 @@
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
+{%- set op = cookiecutter.op_name -%}
+{%- set skeleton = cookiecutter.example == "none" -%}
 """The declaration of the op's signature, from which tests/conformance.py
 builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py).
+and the README's support table (tests/support_table.py); the other tests take
+the reference, the oracle and the tolerances from here too.
 
 The op is what users ship: the model exported, serialized, written to disk
 and loaded back, called through Artifact (its input checks included), with
-the weights baked in. Its reference is predict on the same weights.
+the weights baked in. Its reference is {{ op }} on the same weights.
 
 Adapting the starter to your own model: change this file and your model, not
 the conformance module. Name the inputs and their axes, the sizes the cells
 use, which axes are batch-like, and for each cell the artifact does not
-support, the error it raises and what to use instead.
+support, the error it raises and what to use instead.{% if skeleton %}
+TODO: declare your model here, and write its float64 oracle.{% endif %}
 """
 
 import tempfile
 from functools import partial
 from pathlib import Path
 
-from {{ cookiecutter.package_name }} import artifact
-from {{ cookiecutter.package_name }}.reference import init_params, predict
+import numpy as np
 
+from {{ cookiecutter.package_name }} import artifact
+from {{ cookiecutter.package_name }}.reference import {{ [cookiecutter.op_name, "init_params"] | sort | join(", ") }}
+
+from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
-from oracle import GRADIENTS, VALUES, predict_f64
+{%- if skeleton %}
+
+# How far the model may be from the oracle, in ulps (tests/compare.py): the
+# identity is exact. Give each count its reason when you change them.
+VALUES = Ulps(at_value=0)
+GRADIENTS = Ulps(at_value=0)
+
+
+def {{ op }}_f64(params, x{% if seq %}, mask{% endif %}):
+    """The model in float64 NumPy, written independently of reference.py."""
+    del params
+    x = np.asarray(x, np.float64)
+    return {% if seq %}np.where(np.asarray(mask, bool)[..., None], x, 0.0){% else %}np.where(np.isfinite(x), x, 0.0){% endif %}
+{%- else %}
+
+# How far the model may be from the oracle, in ulps (tests/compare.py). Its
+# outputs and gradients are sums over hidden features and positions whose
+# terms cancel (matmuls, tanh, softmax pooling), so the rounding is on the
+# scale of the largest entry, not of each: measured at most 7.2 ulps of the
+# largest output and 4.1 of the largest gradient (float32); twice that.
+VALUES = Ulps(at_value=0, at_scale=16)
+GRADIENTS = Ulps(at_value=0, at_scale=8)
+
+
+def {{ op }}_f64(params, x{% if seq %}, mask{% endif %}):
+    """The model in float64 NumPy, written independently of reference.py."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    x = np.asarray(x, np.float64)
+{%- if seq %}
+    seq = x.shape[1]
+    h = np.tanh(x @ p["w_in"] + p["b_in"] + p["position"][:seq])
+    scores = h @ p["query"]
+    pooled = np.zeros((x.shape[0], h.shape[2]))
+    for row in range(x.shape[0]):
+        keep = np.asarray(mask[row], bool)
+        if keep.any():
+            s = scores[row, keep]
+            weights = np.exp(s - s.max())
+            pooled[row] = (weights / weights.sum()) @ h[row, keep]
+{%- else %}
+    pooled = np.tanh(x @ p["w_in"] + p["b_in"])
+{%- endif %}
+    return pooled @ p["w_out"] + p["b_out"]
+{%- endif %}
+
 {% if cookiecutter.vjp_order == "0" %}
 # Every cell that differentiates: all of autodiff but the forward mode, and
 # the gradient half of vmap, control flow, shard_map and sharded jit.
@@ -62,10 +113,10 @@ with tempfile.TemporaryDirectory() as tmp:  # load reads the files whole
     LOADED = artifact.load(artifact.save(artifact.export_model(PARAMS), Path(tmp, "model.jax")))
 
 SPEC = OpSpec(
-    name="predict",
+    name="{{ op }}",
     op=LOADED,
-    reference=partial(predict, PARAMS),
-    oracle=partial(predict_f64, PARAMS),
+    reference=partial({{ op }}, PARAMS),
+    oracle=partial({{ op }}_f64, PARAMS),
 {%- if seq %}
     args=(
         Arg("x", ("b", "s", "f")),
@@ -74,8 +125,13 @@ SPEC = OpSpec(
 {%- else %}
     args=(Arg("x", ("b", "f")),),
 {%- endif %}
+{%- if skeleton %}
+    outputs=(({% if seq %}"b", "s", "f"{% else %}"b", "f"{% endif %}),),
+    sizes={"b": 8, {% if seq %}"s": 4, {% endif %}"f": 16},
+{%- else %}
     outputs=(("b", "c"),),
     sizes={"b": 8, {% if seq %}"s": 4, {% endif %}"f": 16, "c": 4},
+{%- endif %}
     tolerance=VALUES,
     gradient_tolerance=GRADIENTS,
     # No batch_axes: the artifact's signature has b, it takes no input without

@@ -1,6 +1,12 @@
-"""Top-k over the last axis that runs shard by shard (jax custom_partitioning)."""
+"""{{ cookiecutter.op_name }}, partitioned shard by shard (jax custom_partitioning), and its
+plain-JAX reference."""
 
-from .reference import top_k_reference
-from .sharded_top_k import top_k
+{% if cookiecutter.op_name < "reference" -%}
+from .{{ cookiecutter.op_name }} import {{ cookiecutter.op_name }}
+from .reference import {{ cookiecutter.op_name }}_reference
+{%- else -%}
+from .reference import {{ cookiecutter.op_name }}_reference
+from .{{ cookiecutter.op_name }} import {{ cookiecutter.op_name }}
+{%- endif %}
 
-__all__ = ["top_k", "top_k_reference"]
+__all__ = ["{{ cookiecutter.op_name }}", "{{ cookiecutter.op_name }}_reference"]

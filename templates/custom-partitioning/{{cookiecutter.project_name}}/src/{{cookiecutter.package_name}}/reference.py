@@ -11,7 +11,7 @@ import jax.numpy as jnp
 SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}
 
 
-def top_k_reference(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+def {{ cookiecutter.op_name }}_reference(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """The k largest entries of each row of x (batch, items), largest first.
 
     Returns (values, indices), each (batch, k); ties go to the lower index.{% if cookiecutter.normalize == "softmax" %}

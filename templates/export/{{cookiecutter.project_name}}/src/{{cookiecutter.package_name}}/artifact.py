@@ -2,6 +2,8 @@
 """Export the model with jax.export, write it to disk with its metadata, load
 it back and call it with checked inputs.
 
+What is exported, and with which input signature and constraints, is declared
+in {{ cookiecutter.op_name }}.py; this module works from that declaration.
 An artifact is two files: NAME.jax (the serialized jax.export.Exported) and
 NAME.json (what was exported, by which JAX, and the SHA-256 of NAME.jax).
 """
@@ -14,7 +16,7 @@ import operator
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from functools import cache, partial
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -27,23 +29,10 @@ from flatbuffers import encode, number_types, packer, table
 from jax import export
 from jax.typing import ArrayLike
 
-from .reference import FEATURES{% if seq %}, MAX_LEN{% endif %}, Params, init_params, predict
+from .{{ cookiecutter.op_name }} import CONSTRAINTS, INPUTS, exported_function
 
 PLATFORMS = ("{{ cookiecutter.platforms.split(',') | join('", "') }}"{% if "," not in cookiecutter.platforms %},{% endif %})
 VJP_ORDER = {{ cookiecutter.vjp_order }}  # 0: the artifact cannot be differentiated
-# One entry per argument: its symbolic shape and dtype. Dimension variables
-# (b{% if seq %}, s{% endif %}) are >= 1; a name used twice means the same size.
-{%- if seq %}
-INPUTS = (
-    ("x", "b, s, {FEATURES}", "float32"),
-    ("mask", "b, s", "bool"),
-)
-{%- else %}
-INPUTS = (("x", "b, {FEATURES}", "float32"),)
-{%- endif %}
-# Facts about the dimension variables that the model needs and the exporter
-# cannot infer.{% if seq %} Slicing the positional table to s needs s <= MAX_LEN.{% endif %}
-CONSTRAINTS = ({% if seq %}f"s <= {MAX_LEN}",{% endif %})
 # The configuration option (and, upper-cased, the environment variable) that
 # lets JAX load an artifact whose serialization format it has retired.
 EXPIRED_VERSIONS_FLAG = "jax_export_deserialize_expired_versions"
@@ -69,27 +58,21 @@ def input_specs() -> list[jax.ShapeDtypeStruct]:
     arguments sharing a name share a size and the constraints apply to all."""
     scope = export.SymbolicScope(CONSTRAINTS)
     return [
-        jax.ShapeDtypeStruct(
-            export.symbolic_shape(shape.format(FEATURES=FEATURES), scope=scope), jnp.dtype(dtype)
-        )
+        jax.ShapeDtypeStruct(export.symbolic_shape(shape, scope=scope), jnp.dtype(dtype))
         for _, shape, dtype in INPUTS
     ]
 
 
 def input_metadata() -> list[dict[str, str]]:
     """INPUTS as the metadata file records them."""
-    return [
-        {"name": name, "shape": shape.format(FEATURES=FEATURES), "dtype": dtype}
-        for name, shape, dtype in INPUTS
-    ]
+    return [{"name": name, "shape": shape, "dtype": dtype} for name, shape, dtype in INPUTS]
 
 
-def export_model(
-    params: Params | None = None, platforms: Sequence[str] = PLATFORMS
-) -> export.Exported:
-    """Trace and lower predict with the weights baked in as constants."""
-    params = init_params() if params is None else params
-    return export.export(jax.jit(partial(predict, params)), platforms=platforms)(*input_specs())
+def export_model(params: Any = None, platforms: Sequence[str] = PLATFORMS) -> export.Exported:
+    """Trace and lower the declared function with the weights baked in as
+    constants: params, or by default its own (exported_function's)."""
+    function = exported_function(params)
+    return export.export(jax.jit(function), platforms=platforms)(*input_specs())
 
 
 def save(exported: export.Exported, path: StrPath, vjp_order: int = VJP_ORDER) -> Path:
@@ -236,7 +219,7 @@ class Artifact:
             if len(self._checked) > CHECKED_SIGNATURES:
                 self._checked.popitem(last=False)  # the least recently used
         check_platform(self.exported.platforms, args)
-        # Exported.call is unannotated in JAX; this model returns one array.
+        # Exported.call is unannotated in JAX; the model returns one array.
         output: jax.Array = self._call(*args)
         return output
 

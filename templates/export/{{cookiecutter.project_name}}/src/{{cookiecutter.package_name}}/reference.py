@@ -1,16 +1,54 @@
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
-"""The model in plain JAX: what gets exported, and the oracle the reloaded
-artifact is checked against (tests/oracle.py checks it against float64 NumPy).
+{%- set op = cookiecutter.op_name -%}
+{%- if cookiecutter.example == "none" -%}
+"""The model in plain JAX: what gets exported, and the reference the reloaded
+artifact is checked against (tests/op_spec.py holds its float64 oracle).
 
-Replace init_params with loading your trained weights and predict with your
-model; keep predict a pure function of (params, inputs).
+TODO: replace init_params with loading your trained weights and {{ op }} with
+your model, a pure function of (params, inputs). This skeleton's model is the
+identity{% if seq %} on real tokens (padding gives 0){% else %} (non-finite values give 0){% endif %}, with no weights.
+"""
+
+import jax
+import jax.numpy as jnp
+
+# The model's weights by name: what init_params returns and {{ op }} takes.
+type Params = dict[str, jax.Array]
+
+FEATURES = 16  # static: part of the artifact's input signature
+
+
+def init_params(seed: int = 0) -> Params:
+    """The weights (none here): deterministic for a seed."""
+    del seed
+    return {}
+{% if seq %}
+
+def {{ op }}(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
+    """x: (batch, seq, FEATURES) float32; mask: (batch, seq) bool, True for
+    real tokens. Returns x where mask is True, else 0: (batch, seq, FEATURES)."""
+    del params
+    return jnp.where(mask[..., None], x, jnp.zeros_like(x))
+{% else %}
+
+def {{ op }}(params: Params, x: jax.Array) -> jax.Array:
+    """x: (batch, FEATURES) float32 -> x itself where finite, else 0: (batch, FEATURES)."""
+    del params
+    return jnp.where(jnp.isfinite(x), x, 0.0)
+{% endif -%}
+{%- else -%}
+"""The model in plain JAX: what gets exported, and the reference the reloaded
+artifact is checked against (tests/op_spec.py holds its float64 NumPy oracle).
+
+Replace init_params with loading your trained weights and {{ op }} with your
+model; keep {{ op }} a pure function of (params, inputs).
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-# The model's weights by name: what init_params returns and predict takes.
+# The model's weights by name: what init_params returns and {{ op }} takes.
 type Params = dict[str, jax.Array]
 
 FEATURES = 16  # static: part of the artifact's input signature
@@ -40,8 +78,8 @@ def init_params(seed: int = 0) -> Params:
     }
 {% if seq %}
 
-def predict(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
-    """Attention-pooling classifier.
+def {{ op }}(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
+    """MLP classifier with attention pooling over the sequence.
 
     x: (batch, seq, FEATURES) float32; mask: (batch, seq) bool, True for real
     tokens, with seq <= MAX_LEN. Returns logits (batch, CLASSES). A row whose
@@ -61,8 +99,9 @@ def predict(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
     return pooled @ params["w_out"] + params["b_out"]
 {% else %}
 
-def predict(params: Params, x: jax.Array) -> jax.Array:
+def {{ op }}(params: Params, x: jax.Array) -> jax.Array:
     """Two-layer MLP classifier: x (batch, FEATURES) float32 -> logits (batch, CLASSES)."""
     h = jnp.tanh(x @ params["w_in"] + params["b_in"])
     return h @ params["w_out"] + params["b_out"]
+{% endif -%}
 {% endif -%}

@@ -19,7 +19,7 @@ input where it is:
   that is a pmax and a psum of one number per row across the item shards.
 {%- endif %}
 
-custom_partitioning has no autodiff rule, so top_k is a jax.custom_vjp whose
+custom_partitioning has no autodiff rule, so {{ cookiecutter.op_name }} is a jax.custom_vjp whose
 forward and backward are each a custom_partitioning op; the backward is a
 scatter that every shard does locally, with no collectives. It has no batching
 rule either: each op is a jax.custom_batching.custom_vmap that folds the
@@ -33,31 +33,31 @@ einsum-like description of how operand and result dimensions relate.
 
 from collections.abc import Callable
 from functools import partial
-from operator import attrgetter
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.custom_batching import custom_vmap
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
+from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
+
+from .partitioning import (
+    AnyMesh,
+    AxisNames,
+    Shapes,
+    explicit,
+    mesh_and_axes,
+    mesh_size,
+    rowwise,
+    shard_offset,
+)
 
 SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "False" }}  # keep the items axis sharded
 SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}  # values are softmax probabilities
 
-# The mesh axes one array axis is sharded over (None: not sharded).
-type AxisNames = str | tuple[str, ...] | None
-# A sharding's mesh (concrete when the partitioner calls the rule).
-type AnyMesh = Mesh | AbstractMesh
-# What custom_partitioning passes a partition callback: abstract arrays with
-# their shardings, one per operand.
-type Shapes = tuple[jax.ShapeDtypeStruct, ...]
 
-
-def top_k(x: ArrayLike, k: int) -> tuple[jax.Array, jax.Array]:
+def {{ cookiecutter.op_name }}(x: ArrayLike, k: int) -> tuple[jax.Array, jax.Array]:
     """The k largest entries of each row of x (batch, items), largest first.
 
     Returns (values, indices), each (batch, k), sharded like x's batch axis and
@@ -67,28 +67,22 @@ def top_k(x: ArrayLike, k: int) -> tuple[jax.Array, jax.Array]:
     """
     x = jnp.asarray(x)
     if x.ndim == 0:
-        raise ValueError(f"top_k expects x of shape (batch, items) or (..., items), got {x.shape}")
+        raise ValueError(f"expected x of shape (batch, items) or (..., items), got {x.shape}")
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"top_k expects a floating-point x, got {x.dtype}")
+        raise TypeError(f"expected a floating-point x, got {x.dtype}")
     items = x.shape[-1]
     # Annotated int, checked anyway for callers without a type checker (k=2.0).
     if not isinstance(k, int) or not 1 <= k <= items:  # type: ignore[redundant-expr]
         raise ValueError(f"k must be an int in [1, {items}] (the number of items), got {k!r}")
     if x.ndim != 2:  # the rule is written for (rows, items): fold the other axes into rows
-        values, indices = top_k(x.reshape(-1, items), k)
+        values, indices = {{ cookiecutter.op_name }}(x.reshape(-1, items), k)
         return values.reshape(*x.shape[:-1], k), indices.reshape(*x.shape[:-1], k)
-    if _explicit(x):
+    if explicit(x):
         # Lay x out as the per-shard functions need it (items whole where
         # they cannot stay sharded); autodiff reshards the gradient back.
         mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
         x = jax.sharding.reshard(x, NamedSharding(mesh, P(batch_axes, item_axes)))
     return _top_k(x, k)
-
-
-def _explicit(x: jax.Array) -> bool:
-    """Whether x lives on a mesh with Explicit axes (jax.make_mesh's default):
-    custom_partitioning fails there at run time, so shard_map runs instead."""
-    return AxisType.Explicit in jax.typeof(x).sharding.mesh.axis_types
 
 
 # --- which axes stay sharded ------------------------------------------------
@@ -104,34 +98,12 @@ def _mesh_and_axes(
     and the shards are equal: XLA pads uneven shards, and padding must never
     win a top-k. Otherwise the rule asks for the items axis whole.
     """
-    if not isinstance(sharding, NamedSharding):
-        # The program names no mesh (e.g. a NumPy input under jax.set_mesh):
-        # the callback then gets a sharding without axis names, so there is
-        # nothing to keep sharded. Whole, replicated operands are always right.
-        devices = sorted(sharding.device_set, key=attrgetter("id"))
-        return Mesh(np.array(devices), ("devices",)), None, None
-    spec = tuple(sharding.spec) + (None, None)
-    batch_axes, item_axes = spec[0], spec[1]
+    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2)
     if item_axes is not None:
-        shards = _size(sharding.mesh, item_axes)
+        shards = mesh_size(mesh, item_axes)
         if not SHARD_ITEMS or shape[1] % shards or shape[1] // shards < k:
             item_axes = None
-    return sharding.mesh, batch_axes, item_axes
-
-
-def _size(mesh: AnyMesh, axes: str | tuple[str, ...]) -> int:
-    names = (axes,) if isinstance(axes, str) else axes
-    size = 1
-    for name in names:
-        size *= mesh.shape[name]
-    return size
-
-
-def _item_offset(item_axes: AxisNames, local_items: int) -> jax.Array | int:
-    """Global index of this shard's first item."""
-    if item_axes is None:
-        return 0
-    return jax.lax.axis_index(item_axes) * local_items
+    return mesh, batch_axes, item_axes
 
 
 # --- forward: top-k of each shard, merged across item shards -----------------
@@ -164,7 +136,7 @@ def _fwd_shard(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The forward on one shard of x, under the partitioner or shard_map."""
     values, indices = jax.lax.top_k(x, k)
-    indices = indices + _item_offset(item_axes, x.shape[1])
+    indices = indices + shard_offset(item_axes, x.shape[1])
     if item_axes is not None:
         # Merge: every shard's k candidates, in shard order, then top k
         # again. Ties keep the lower shard, hence the lower global index.
@@ -203,7 +175,7 @@ _top_k_fwd_op.def_partition(
 
 def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The forward: the partitioned op, or shard_map under Explicit axes."""
-    if _explicit(x):
+    if explicit(x):
         mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
         operand, results = _fwd_specs(batch_axes, item_axes)
         per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
@@ -211,7 +183,7 @@ def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
             per_shard, mesh=mesh, in_specs=operand, out_specs=results
         )
     else:
-        op = _rowwise(lambda x: _top_k_fwd_op(x, k))
+        op = rowwise(lambda x: _top_k_fwd_op(x, k))
     out: tuple[jax.Array, jax.Array, jax.Array] = op(x)
     return out
 
@@ -259,7 +231,7 @@ def _bwd_shard(
     item_axes: AxisNames,
 ) -> jax.Array:
     """The backward on one shard of x, under the partitioner or shard_map."""
-    offset = _item_offset(item_axes, x.shape[1])
+    offset = shard_offset(item_axes, x.shape[1])
     return _scatter_grad(x, indices, cotangent, values, lse, offset)
 
 
@@ -293,7 +265,7 @@ def _bwd(
     x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
 ) -> jax.Array:
     """The backward: the partitioned op, or shard_map under Explicit axes."""
-    if _explicit(x):
+    if explicit(x):
         mesh, batch_axes, item_axes = _mesh_and_axes(
             jax.typeof(x).sharding, x.shape, indices.shape[1]
         )
@@ -305,33 +277,9 @@ def _bwd(
             per_shard, mesh=mesh, in_specs=operands, out_specs=result
         )
     else:
-        op = _rowwise(_top_k_bwd_op)
+        op = rowwise(_top_k_bwd_op)
     grad: jax.Array = op(x, indices, cotangent, values, lse)
     return grad
-
-
-# --- vmap: fold the vmapped axis into the rows ---------------------------------
-
-
-def _rowwise(op: Callable[..., Any]) -> Callable[..., Any]:
-    """op, whose operands and results all have rows first, with a vmap rule.
-
-    custom_partitioning has no batching rule. Rows are independent, so the
-    rule folds the vmapped axis into the rows, calls op once, and unfolds.
-    """
-    folded = custom_vmap(op)
-
-    @folded.def_vmap
-    def fold(axis_size: int, in_batched: list[bool], *args: jax.Array) -> tuple[Any, Any]:
-        args = tuple(
-            a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-            for a, batched in zip(args, in_batched, strict=True)
-        )
-        out = folded(*(a.reshape(-1, *a.shape[2:]) for a in args))
-        unfolded = jax.tree.map(lambda o: o.reshape(axis_size, -1, *o.shape[1:]), out)
-        return unfolded, jax.tree.map(lambda _: True, out)
-
-    return folded
 
 
 # --- the differentiable op ------------------------------------------------------

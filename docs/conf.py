@@ -1,0 +1,34 @@
+"""Sphinx configuration for the kit's site: Markdown read by MyST, the Furo theme,
+the same toolchain as the generated projects' docs. Build with `nox -s docs`, or:
+
+    sphinx-build -W --keep-going -b html docs docs/_build/html
+
+_ext/jax_ladder_pages.py writes docs/_generated/ (git-ignored) when the build starts,
+from the registry, the recommend table, the templates, the examples, the CLI's parser
+and CHANGELOG.md: the site holds no copy of a fact.
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's jax_ladder, installed or not
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+from jax_ladder import __version__  # noqa: E402
+
+project = "jax-ladder"
+release = version = __version__
+author = copyright = "The jax-ladder developers"
+
+extensions = ["myst_parser", "jax_ladder_pages"]
+source_suffix = {".md": "markdown"}
+# landing.md is part of index.md (included), not a page of its own.
+exclude_patterns = ["_build", "_ext", "_generated/landing.md"]
+# Anchors for headings down to ###, so links such as [Run](#run) work as on GitHub.
+myst_heading_anchors = 3
+
+html_theme = "furo"
+html_title = f"jax-ladder {version}"
+# A page with no icon makes browsers ask for /favicon.ico, which the site lacks.
+html_favicon = "favicon.svg"

@@ -1,0 +1,63 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py).
+
+Adapting the starter to your own op: change this file and your op, not the
+conformance module. Name the arguments and their axes, the sizes the cells
+use, which axes are batch-like (vmap over them, shard them with no
+communication), and for each cell the op does not support, the error it
+raises and what to use instead.
+"""
+
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
+# mode only, and first order only (its backward is another partitioned op).
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: the op is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
+)
+
+SPEC = OpSpec(
+    name="{{ cookiecutter.op_name }}",
+    # TODO: your op and its reference (a lambda fixes any static argument).
+    op={{ cookiecutter.op_name }},
+    reference={{ cookiecutter.op_name }}_reference,
+    # TODO: None holds the op to the reference run in float64; or write an
+    # independent float64 NumPy oracle with the op's signature.
+    oracle=None,
+    # TODO: your arguments and outputs, each axis named; sizes for the cells.
+    args=(Arg("x", ("b", "n")),),
+    outputs=(("b", "n"),),
+    sizes={"b": 8, "n": 16},
+    # TODO: how many ulps your op may be from the oracle, and why. Here each
+    # value and each gradient entry is one rounded product (2 * x is exact):
+    # half an ulp, so 1.
+    tolerance=Ulps(1),
+    gradient_tolerance=Ulps(1),
+    batch_axes=("b",),
+    shard_map_axes=("b",),
+    symbolic_axis="b",
+    # Unsharded, the partitioned op lowers to its plain StableHLO everywhere.
+    platforms={"cpu": "", "cuda": "", "tpu": ""},
+    refuse={
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-2": Refuse(
+            NotImplementedError,
+            r"Differentiation rule for 'custom_partitioning' not implemented",
+            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
+            " wrap it in a custom_vjp of its own for second order",
+        ),
+    },
+{%- if cookiecutter.sharded_axes == "batch" %}
+    extra_collectives={
+        "jit-auto-n": "the rule asks for whole rows (sharded_axes=batch): the items axis is"
+        " gathered, where the reference needs no collective",
+    },
+{%- endif %}
+)

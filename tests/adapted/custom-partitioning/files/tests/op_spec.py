@@ -1,0 +1,56 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py)."""
+
+import numpy as np
+
+from adapted_logsumexp import logsumexp, logsumexp_reference
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+
+def logsumexp_f64(x):
+    """Independent float64 NumPy: the row maximum taken out before exp."""
+    row_max = x.max(axis=-1, keepdims=True)
+    return (row_max + np.log(np.exp(x - row_max).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+# custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
+# mode only, and first order only (its backward is another partitioned op).
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: the op is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
+)
+
+SPEC = OpSpec(
+    name="logsumexp",
+    op=logsumexp,
+    reference=logsumexp_reference,
+    oracle=logsumexp_f64,
+    args=(Arg("x", ("b", "n")),),
+    outputs=(("b",),),
+    sizes={"b": 8, "n": 16},
+    # log of a sum of n exponentials: the sum's rounding (about n/2 ulps,
+    # relative) becomes an absolute error of that many float32 epsilons, a few
+    # ulps of a result near log(n) + max. 4.
+    tolerance=Ulps(at_value=4),
+    # exp(x - lse) carries lse's absolute error into a relative one: ulps of
+    # |x - lse|, at most a few units, times the cotangent. 16.
+    gradient_tolerance=Ulps(at_value=16),
+    batch_axes=("b",),
+    shard_map_axes=("b",),
+    symbolic_axis="b",
+    platforms={"cpu": "", "cuda": "", "tpu": ""},
+    refuse={
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-2": Refuse(
+            NotImplementedError,
+            r"Differentiation rule for 'custom_partitioning' not implemented",
+            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
+            " wrap it in a custom_vjp of its own for second order",
+        ),
+    },
+)

@@ -1,0 +1,98 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py); the other tests take
+the reference, the oracle and the tolerances from here too.
+
+The op is what users ship: the model exported, serialized, written to disk
+and loaded back, called through Artifact (its input checks included), with
+the weights baked in. Its reference is conv_tagger on the same weights.
+
+Adapting the starter to your own model: change this file and your model, not
+the conformance module. Name the inputs and their axes, the sizes the cells
+use, which axes are batch-like, and for each cell the artifact does not
+support, the error it raises and what to use instead.
+"""
+
+import tempfile
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from adapted_conv_tagger import artifact
+from adapted_conv_tagger.reference import conv_tagger, init_params
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# How far the model may be from the oracle, in ulps (tests/compare.py). Its
+# outputs and gradients are sums over a window's features and channels whose
+# terms cancel (a convolution, tanh, a matmul), so the rounding is on the scale
+# of the largest entry, not of each: the example's counts, which it meets.
+VALUES = Ulps(at_value=0, at_scale=16)
+GRADIENTS = Ulps(at_value=0, at_scale=8)
+
+
+def conv_tagger_f64(params, x, mask):
+    """The model in float64 NumPy, written independently of reference.py: the
+    convolution as a sum of shifted matmuls."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    keep = np.asarray(mask, bool)[..., None]
+    x = np.where(keep, np.asarray(x, np.float64), 0.0)
+    width, seq = p["kernel"].shape[0], x.shape[1]
+    padded = np.pad(x, ((0, 0), (width // 2, width // 2), (0, 0)))
+    h = sum(padded[:, k : k + seq] @ p["kernel"][k] for k in range(width))
+    return np.where(keep, np.tanh(h + p["bias"]) @ p["w_out"] + p["b_out"], 0.0)
+
+
+# jax.export serializes VJPs, never JVPs: the artifact's derivative is
+# reverse mode only.
+REVERSE_ONLY = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: jax.export serializes VJPs only; use reverse mode (grad, vjp)",
+)
+# The artifact's signature is float32, and check_grads' finite differences
+# need float64: the gradient cells compare with the float64 oracle instead.
+FLOAT32_ONLY = Refuse(
+    TypeError,
+    r"x must be float32, got float64",
+    "refused: the artifact takes float32 only; finite differences need float64"
+    " (the gradient cells check it)",
+)
+
+
+def mostly_true(rng, shape):
+    """A padding mask: mostly True, as in real batches."""
+    return rng.random(shape) < 0.8
+
+
+PARAMS = init_params()
+with tempfile.TemporaryDirectory() as tmp:  # load reads the files whole
+    LOADED = artifact.load(artifact.save(artifact.export_model(PARAMS), Path(tmp, "model.jax")))
+
+SPEC = OpSpec(
+    name="conv_tagger",
+    op=LOADED,
+    reference=partial(conv_tagger, PARAMS),
+    oracle=partial(conv_tagger_f64, PARAMS),
+    args=(
+        Arg("x", ("b", "s", "f")),
+        Arg("mask", ("b", "s"), differentiable=False, dtype="bool", sample=mostly_true),
+    ),
+    outputs=(("b", "s", "c"),),
+    sizes={"b": 8, "s": 4, "f": 16, "c": 4},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    # No batch_axes: the artifact's signature has b, it takes no input without
+    # it; vmap over a new axis folds that axis into b (composable_call).
+    shard_map_axes=("b",),
+    symbolic_axis="b",
+    # Plain StableHLO on every platform exported: the module holds no custom call.
+    platforms={"cpu": ""},
+    refuse={
+        "jvp": REVERSE_ONLY,
+        "linearize": REVERSE_ONLY,
+        "check-grads-*": FLOAT32_ONLY,
+    },
+)

@@ -1,0 +1,209 @@
+"""The kit's documentation site (docs/, `nox -s docs`) in a real browser.
+
+Builds the site with warnings as errors, serves it on the loopback address and
+opens every page in headless Chromium (Debian's `chromium`, driven by Playwright
+without Playwright's own browsers). A page fails on a console error, an image that
+does not load, or a link to a page or anchor of the site that does not exist; the
+search page must find "custom_vjp". Screenshots of the landing page and one
+template page go to $JAX_LADDER_SCREENSHOTS (default: a temporary folder).
+"""
+
+import functools
+import html
+import http.server
+import importlib.util
+import os
+import subprocess
+import sys
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from conftest import REPO
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+INSTALL = (
+    "the site test needs Debian's chromium at /usr/bin/chromium (as root: apt-get install "
+    "chromium; .ci/run does this in CI) and Playwright (pip install -e '.[test]')"
+)
+SCREENSHOTS = {"landing": "index.html", "template": "_generated/templates/4-custom-vjp.html"}
+SEARCH = "custom_vjp"
+# As `nox -s docs` runs it: warnings are errors.
+SPHINX = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
+
+# What each page reports back: console errors, broken images, and every link.
+PAGE_FACTS = """() => ({
+  images: [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+                              .map(i => i.currentSrc || i.src),
+  links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+})"""
+
+
+def _missing(reason):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the site test must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def playwright_api():
+    if not CHROMIUM.is_file():
+        _missing(INSTALL)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing(INSTALL)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site built as `nox -s docs` builds it (-W), into a temporary folder."""
+    out = tmp_path_factory.mktemp("site")
+    build = subprocess.run(
+        [*SPHINX, "-d", str(out / "doctrees"), str(REPO / "docs"), str(out / "html")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    return out / "html"
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _Ids(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids = set()
+
+    def handle_starttag(self, tag, attrs):
+        self.ids.update(value for key, value in attrs if key in ("id", "name") and value)
+
+
+@functools.cache
+def anchors(page: Path) -> frozenset[str]:
+    parser = _Ids()
+    parser.feed(page.read_text())
+    return frozenset(parser.ids)
+
+
+def broken_link(site: Path, base: str, href: str) -> str | None:
+    """Why an internal link is broken, or None (external links are not followed)."""
+    if not href.startswith(base):
+        return None
+    parts = urlsplit(href)
+    target = site / unquote(parts.path).lstrip("/")
+    if target.is_dir():
+        target /= "index.html"
+    if not target.is_file():
+        return f"{href}: no such page"
+    if parts.fragment and target.suffix == ".html" and parts.fragment not in anchors(target):
+        return f"{href}: no anchor #{parts.fragment}"
+    return None
+
+
+def check_page(page, site, base, url):
+    """Open url; every problem found on it, as a list of lines."""
+    errors = []
+    page.on(
+        "console",
+        lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+    )
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on(
+        "response",
+        lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
+    )
+    page.goto(url, wait_until="load")
+    facts = page.evaluate(PAGE_FACTS)
+    errors += [f"image does not load: {src}" for src in facts["images"]]
+    errors += filter(None, (broken_link(site, base, href) for href in set(facts["links"])))
+    return [f"{url}: {e}" for e in errors]
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_api):
+    with playwright_api() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def test_every_page_loads_with_no_console_error_broken_image_or_broken_link(browser, site, server):
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
+    assert "index.html" in pages, pages
+    assert len(pages) > 20, pages
+    context = browser.new_context()
+    problems = []
+    for name in pages:
+        page = context.new_page()
+        problems += check_page(page, site, server, server + name)
+        page.close()
+    context.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_search_finds_custom_vjp(browser, server):
+    page = browser.new_page()
+    page.goto(f"{server}search.html?q={SEARCH}", wait_until="load")
+    page.wait_for_function(
+        "document.querySelector('#search-results p.search-summary') !== null", timeout=20_000
+    )
+    found = page.locator("#search-results ul.search li").count()
+    summary = page.locator("#search-results p.search-summary").inner_text()
+    page.close()
+    assert found > 0, f"searching {SEARCH!r} found nothing: {summary}"
+
+
+def test_screenshots_of_the_landing_and_a_template_page(browser, server, tmp_path):
+    folder = Path(os.environ.get("JAX_LADDER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    for name, path in SCREENSHOTS.items():
+        page.goto(server + path, wait_until="load")
+        shot = folder / f"site-{name}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000, shot
+        print(f"screenshot: {shot}")
+    page.close()
+
+
+def test_the_ladder_plot_draws_every_rung_of_the_stored_measurement(tmp_path):
+    """What the site shows for examples/ladder: `bench.py --plot`'s drawing of results.json."""
+    pytest.importorskip("matplotlib", reason="pip install matplotlib (the test extra has it)")
+    spec = importlib.util.spec_from_file_location("ladder_plot", REPO / "examples/ladder/plot.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    results = plot.load(REPO / "examples/ladder/results.json")
+    assert results["machine"], results
+    assert results["date"], results
+    plot.plot(results, tmp_path / "ladder.svg")
+    text = html.unescape((tmp_path / "ladder.svg").read_text())
+    for label in (*plot.AXES, *(row["rung"] for row in results["rows"])):
+        assert f">{label}<" in text, label
