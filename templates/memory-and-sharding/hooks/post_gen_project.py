@@ -1,4 +1,5 @@
-"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow)."""
+"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
+and drop the example's own files from a skeleton (see drop_example_files)."""
 
 import shutil
 from pathlib import Path
@@ -13,4 +14,12 @@ def keep_accelerator_workflow(choice):
     shutil.rmtree("_accelerator_ci")
 
 
+def drop_example_files(example):
+    """example=none: the skeleton has no hand-written NumPy oracle of the
+    example's block (tests/test_reference.py)."""
+    if example == "none":
+        Path("tests/test_reference.py").unlink()
+
+
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
+drop_example_files("{{ cookiecutter.example }}")

@@ -35,22 +35,23 @@ from {{ cookiecutter.package_name }}.hlo import collective_bytes  # noqa: E402
 from {{ cookiecutter.package_name }}.sharded_step import (  # noqa: E402
     BATCH_SPEC,
     REMAT,
-    W_IN_SPEC,
-    W_OUT_SPEC,
+    SPECS,
+    WEIGHTS,
 )
 
 
 def problem(layers, batch, d, f):
     """Host (NumPy) arrays: each version places its own copy, since every
-    step donates, and so deletes, the parameters it is given."""
+    step donates, and so deletes, the parameters it is given. Every axis of
+    a weight but d is f long."""
     rng = np.random.default_rng(0)
-    params = [
-        (
-            (rng.standard_normal((d, f)) / np.sqrt(d)).astype(np.float32),
-            (rng.standard_normal((f, d)) / np.sqrt(f)).astype(np.float32),
-        )
-        for _ in range(layers)
-    ]
+
+    def weight(axes):
+        shape = tuple(d if a == "d" else f for a in axes)
+        w = rng.standard_normal(shape)
+        return (w / np.sqrt(shape[0]) if len(shape) > 1 else w).astype(np.float32)
+
+    params = [tuple(weight(axes) for axes in WEIGHTS.values()) for _ in range(layers)]
     x = rng.standard_normal((batch, d)).astype(np.float32)
     return params, x, np.ascontiguousarray(x[:, ::-1])
 
@@ -110,9 +111,7 @@ def main():
             rows["shard_map"] = measure(train_step, p, m, xs, ys, repeats)
         one = jax.jit(reference_step, donate_argnums=(0, 1))
         rows["unsharded"] = measure(one, *on_device((params, zeros_like(params), x, y)), repeats)
-        specs = [
-            (NamedSharding(auto_mesh, W_IN_SPEC), NamedSharding(auto_mesh, W_OUT_SPEC))
-        ] * size[0]
+        specs = [tuple(NamedSharding(auto_mesh, spec) for spec in SPECS)] * size[0]
         batch = NamedSharding(auto_mesh, BATCH_SPEC)
         auto = jax.jit(
             reference_step,

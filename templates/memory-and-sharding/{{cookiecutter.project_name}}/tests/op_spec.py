@@ -1,30 +1,59 @@
+{%- set example = cookiecutter.example != "none" -%}
 """The declaration of the op's signature, from which tests/conformance.py
 builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py).
+and the README's support table (tests/support_table.py); and the op's
+tolerances, which every test uses.
 
 The op is `loss`, the function users differentiate, vmap, scan and export;
 `train_step` is only jit(value_and_grad(loss)) and an update. It runs here
-with one residual block, its parameters flattened into arguments, on a mesh
-with Auto axes passed as `mesh=`: that makes it a plain function of arrays,
-which the cells can call with no `jax.set_mesh` and on inputs placed anyhow.
-Inside, every block still gathers its weights in a shard_map and remats as
-configured. The loss is a scalar over the whole batch, so no axis is
-batch-like and none can be split by an outer shard_map (the loss is one).
+with one residual block, its weights as arguments, on a mesh with Auto axes
+passed as `mesh=`: that makes it a plain function of arrays, which the cells
+can call with no `jax.set_mesh` and on inputs placed anyhow. Inside, the
+block still gathers its weights in a shard_map and remats as configured. The
+loss is a scalar over the whole batch, so no axis is batch-like and none can
+be split by an outer shard_map (the loss is one).
 
-Adapting the starter to your own op: change this file and your op, not the
-conformance module. Name the arguments and their axes, the sizes the cells
-use, which axes are batch-like (vmap over them, shard them with no
-communication), and for each cell the op does not support, the error it
-raises and what to use instead.
+Adapting the starter to your own block: change this file, the block
+({{ cookiecutter.op_name }}.py) and its reference (reference.py), not the
+conformance module. Name the block's weights and their axes (as in WEIGHTS),
+the sizes the cells use, and for each cell the op does not support, the
+error it raises and what to use instead.
+{%- if not example %}
+
+TODO: your block's weights in the Args and in one_block_loss and
+one_block_reference, and your tolerances with the reason for each count.
+{%- endif %}
 """
 
 from jax.sharding import AxisType
 
 from {{ cookiecutter.package_name }} import loss, make_mesh, reference_loss
 
+from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
 from conftest import mesh_devices
-from oracle import GRADIENTS, VALUES, loss_and_grads_f64
+
+# How far the sharded model may be from the float64 oracle (the reference
+# model in float64), in ulps (tests/compare.py).
+{%- if example %}
+# The loss is a sum of squares (no cancellation) and a block's output h +
+# tanh(h @ w_in) @ w_out adds a correction to h: a few ulps of each value.
+VALUES = Ulps(at_value=4)
+# A weight's gradient sums over the batch and the hidden features, and its
+# terms cancel: the rounding is on the scale of the largest entry, not of each.
+GRADIENTS = Ulps(at_value=0, at_scale=16)
+# A step's new weights and momenta, w - learning_rate * m: the gradient's
+# rounding, scaled down by the learning rate, on weights of the largest
+# entry's size.
+STEPS = Ulps(at_value=0, at_scale=8)
+{%- else %}
+# TODO: your block's tolerances, each with the reason for its count. These
+# fit a linear block: sums of products, whose gradient terms cancel, and
+# nothing bounds h from block to block, so a step's rounding grows with it.
+VALUES = Ulps(at_value=4)
+GRADIENTS = Ulps(at_value=0, at_scale=16)
+STEPS = Ulps(at_value=0, at_scale=32)
+{%- endif %}
 
 # The devices of the cells' own meshes, so that inputs they shard can reach it.
 MESH = make_mesh(mesh_devices(4), AxisType.Auto)
@@ -36,10 +65,6 @@ def one_block_loss(w_in, w_out, x, y):
 
 def one_block_reference(w_in, w_out, x, y):
     return reference_loss([(w_in, w_out)], x, y)
-
-
-def one_block_f64(w_in, w_out, x, y):
-    return loss_and_grads_f64([(w_in, w_out)], x, y)[0]
 
 
 # Arrays typed with another mesh's Explicit axes cannot move to the step's
@@ -60,7 +85,11 @@ SPEC = OpSpec(
     name="loss",
     op=one_block_loss,
     reference=one_block_reference,
-    oracle=one_block_f64,
+{%- if example %}
+    oracle=None,  # the reference in float64 (test_reference.py checks it by hand)
+{%- else %}
+    oracle=None,  # the reference in float64
+{%- endif %}
     args=(
         Arg("w_in", ("d", "f")),
         Arg("w_out", ("f", "d")),

@@ -7,6 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import numpy as np
+
+from compare import assert_close
+from op_spec import STEPS
+from oracle import PROCESSES_PROBLEM, make_problem, step_f64
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -16,7 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_agree_with_the_oracle():
+def test_two_processes_agree_with_the_oracle(tmp_path):
     port = str(free_port())
     src = str(HERE.parent / "src")
     path = os.pathsep.join(filter(None, [src, str(HERE), os.environ.get("PYTHONPATH")]))
@@ -26,7 +33,7 @@ def test_two_processes_agree_with_the_oracle():
     worker = str(HERE / "multiprocess_worker.py")
     procs = [
         subprocess.Popen(
-            [sys.executable, worker, str(i), port],
+            [sys.executable, worker, str(i), port, str(tmp_path / "step.npz")],
             env=env,
             text=True,
             stdout=subprocess.PIPE,
@@ -44,3 +51,11 @@ def test_two_processes_agree_with_the_oracle():
     for i, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
         assert proc.returncode == 0, output[-3000:]
         assert f"process {i}: ok on 8 devices" in output
+    # The same problem as the workers', from the same seed.
+    params, x, y = make_problem(np.random.default_rng(0), **PROCESSES_PROBLEM)
+    momentum = [tuple(np.ones_like(w) for w in weights) for weights in params]
+    want = jax.tree.leaves(step_f64(params, momentum, x, y))
+    with np.load(tmp_path / "step.npz") as got:
+        assert len(got.files) == len(want)
+        for i, w in enumerate(want):
+            assert_close(got[f"arr_{i}"], w, STEPS)

@@ -1,37 +1,25 @@
-"""The plain-JAX reference: the correctness oracle for the sharded step.
+{%- set op = cookiecutter.op_name -%}
+"""The plain-JAX reference of the block: whole arrays on one device, no
+shard_map, no gathers, no checkpointing. sharded_step.py stacks it into the
+reference model (reference_loss, reference_step), the correctness oracle of
+the sharded step; tests/oracle.py runs that model in float64.
+{%- if cookiecutter.example == "none" %}
 
-One device, no shard_map, no checkpointing, no donation: the textbook loss
-and update. The tests check it against a float64 NumPy forward and a
-hand-written backward, then hold the sharded step to it.
+TODO: your block's branch, the same formula as {{ op }}.py's on whole arrays.
+{%- endif %}
 """
 
 import jax
+{%- if cookiecutter.example != "none" %}
 import jax.numpy as jnp
-
-# One (w_in, w_out) pair per residual block: w_in (d, f), w_out (f, d).
-type Params = list[tuple[jax.Array, jax.Array]]
+{%- endif %}
 
 
-def reference_loss(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
-    """Half the mean over the batch of the squared error of the residual MLP
-    h <- h + tanh(h @ w_in) @ w_out, applied block by block to x (batch, d)."""
-    h = x
-    for w_in, w_out in params:
-        h = h + jnp.tanh(h @ w_in) @ w_out
-    return 0.5 * jnp.sum((h - y) ** 2) / x.shape[0]
-
-
-def reference_step(
-    params: Params,
-    momentum: Params,
-    x: jax.Array,
-    y: jax.Array,
-    learning_rate: float = 0.05,
-    beta: float = 0.9,
-) -> tuple[Params, Params, jax.Array]:
-    """One SGD-with-momentum step: m <- beta m + g, p <- p - learning_rate m.
-    Returns (params, momentum, loss before the step)."""
-    loss, grads = jax.value_and_grad(reference_loss)(params, x, y)
-    momentum = jax.tree.map(lambda m, g: beta * m + g, momentum, grads)
-    params = jax.tree.map(lambda p, m: p - learning_rate * m, params, momentum)
-    return params, momentum, loss
+def reference_{{ op }}(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
+    """The block's branch: the model is h <- h + reference_{{ op }}(h, *weights),
+    block by block, on h (batch, d)."""
+{%- if cookiecutter.example != "none" %}
+    return jnp.tanh(h @ w_in) @ w_out
+{%- else %}
+    return h @ w_in @ w_out  # TODO: your block's branch
+{%- endif %}

@@ -1,25 +1,30 @@
-"""A training step whose memory and communication are chosen by hand.
+{%- set op = cookiecutter.op_name -%}
+"""A training step whose memory and communication are chosen by hand, built
+from the block declared in {{ op }}.py (and its reference in reference.py).
 
-The model is a residual MLP, h <- h + tanh(h @ w_in) @ w_out per block, with
-a squared-error loss. Its step is written with `jax.shard_map`, so every
-collective in the compiled program is one written here:
+The model is a stack of residual blocks, h <- h + block(h, *weights), with a
+squared-error loss. `reference_loss` and `reference_step` are that model on
+one device, the correctness oracle. The sharded step is written with
+`jax.shard_map`, so every collective in the compiled program is one written
+here:
 
 - the batch is split over the "data" mesh axis;
-- every weight is stored sharded over "data" as well (FSDP: each device holds
-  1/n of every weight) and gathered whole with `jax.lax.all_gather` just
-  before its block uses it. An optimization barrier makes each block's gather
-  wait for the previous block's output, so the forward holds one block's
-  gathered weights at a time (left to itself, XLA:CPU gathers every block's
-  weights before the first block runs);
+- every weight is stored sharded over "data" as well, along the axis SPLIT
+  puts there (FSDP: each device holds 1/n of every weight), and gathered
+  whole with `jax.lax.all_gather` just before its block uses it. An
+  optimization barrier makes each block's gather wait for the previous
+  block's output, so the forward holds one block's gathered weights at a time
+  (left to itself, XLA:CPU gathers every block's weights before the first
+  block runs);
 - the backward of that all-gather is its transpose, a reduce-scatter: each
   device receives the sum over the batch shards of the gradient of its own
   slice of the weight, ready for a local update;
 {%- if cookiecutter.parallelism == "fsdp-tp" %}
 - tensor parallelism (Megatron-style) over a second mesh axis, "model":
-  w_in is split by columns and w_out by rows, so each device computes a slice
-  of the hidden layer and a partial sum of the block's output, which one
-  `jax.lax.psum` over "model" completes (the backward needs one more, for the
-  gradient of the block's input);
+  each weight's axes that SPLIT puts on "model" are split there, so each
+  device computes a slice of the hidden layer and a partial sum of the
+  block's output, which one `jax.lax.psum` over "model" completes (the
+  backward needs one more, for the gradient of the block's input);
 {%- endif %}
 - `jax.checkpoint` around each block, with a policy that decides what the
   backward keeps:
@@ -49,31 +54,78 @@ from jax import P
 from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding
 
-from .reference import Params
+{% if op < "reference" -%}
+from .{{ op }} import SPLIT, WEIGHTS, {{ op }}
+from .reference import reference_{{ op }}
+{%- else -%}
+from .reference import reference_{{ op }}
+from .{{ op }} import SPLIT, WEIGHTS, {{ op }}
+{%- endif %}
+
+# One tuple of weights per residual block, in the order of WEIGHTS.
+type Params = list[tuple[jax.Array, ...]]
 
 DATA = "data"  # mesh axis of the batch and of the FSDP weight shards
 TENSOR_PARALLEL = {{ "True" if cookiecutter.parallelism == "fsdp-tp" else "False" }}
 MODEL = "model"  # mesh axis of the tensor-parallel split (fsdp-tp only)
+MESH_AXES = (DATA, MODEL) if TENSOR_PARALLEL else (DATA,)
 REMAT = "{{ cookiecutter.remat }}"  # the policy train_step uses (see POLICIES)
 GATHERED = "gathered_weight"  # checkpoint_name of a weight after its all-gather
 
 # What jax.checkpoint may keep for the backward of a block.
 POLICIES = {
-    # Only the gathered weights: recompute tanh and the matmuls, not the gather.
+    # Only the gathered weights: recompute the block's activations, not the gather.
     "save-gathered": jax.checkpoint_policies.save_only_these_names(GATHERED),
     # Nothing: the backward gathers every weight again.
     "regather": jax.checkpoint_policies.nothing_saveable,
 }
 
-if TENSOR_PARALLEL:
-    # w_in (d, f): rows over data (FSDP), columns over model (Megatron).
-    # w_out (f, d): rows over model, columns over data.
-    W_IN_SPEC, W_OUT_SPEC = P(DATA, MODEL), P(MODEL, DATA)
-    W_IN_GATHER_AXIS, W_OUT_GATHER_AXIS = 0, 1  # the dimension split over data
-else:
-    W_IN_SPEC, W_OUT_SPEC = P(DATA, None), P(DATA, None)
-    W_IN_GATHER_AXIS, W_OUT_GATHER_AXIS = 0, 0
+
+def _spec(name: str, axes: tuple[str, ...]) -> P:
+    """How a weight is stored: each named axis on the mesh axis SPLIT gives it,
+    if this mesh has that axis."""
+    mesh_axes = [SPLIT.get(a) for a in axes]
+    unknown = {m for m in mesh_axes if m is not None} - {DATA, MODEL}
+    if unknown:
+        raise ValueError(f"SPLIT names {sorted(unknown)}: the mesh axes are {DATA!r}, {MODEL!r}")
+    kept = [m if m in MESH_AXES else None for m in mesh_axes]
+    for m in MESH_AXES:
+        if kept.count(m) > 1:
+            raise ValueError(f"{name} {axes}: SPLIT puts two of its axes on mesh axis {m!r}")
+    return P(*kept)
+
+
+# Each weight's storage, and the dimension its all-gather makes whole (None:
+# not split over data, nothing to gather).
+SPECS = tuple(_spec(name, axes) for name, axes in WEIGHTS.items())
+GATHER_AXES = tuple(tuple(s).index(DATA) if DATA in tuple(s) else None for s in SPECS)
 BATCH_SPEC = P(DATA, None)
+
+
+def reference_loss(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
+    """Half the mean over the batch of the squared error of the residual
+    model h <- h + reference_{{ op }}(h, *weights), applied block by block to
+    x (batch, d): one device, no shard_map."""
+    h = x
+    for weights in params:
+        h = h + reference_{{ op }}(h, *weights)
+    return 0.5 * jnp.sum((h - y) ** 2) / x.shape[0]
+
+
+def reference_step(
+    params: Params,
+    momentum: Params,
+    x: jax.Array,
+    y: jax.Array,
+    learning_rate: float = 0.05,
+    beta: float = 0.9,
+) -> tuple[Params, Params, jax.Array]:
+    """One SGD-with-momentum step of reference_loss: m <- beta m + g,
+    p <- p - learning_rate m. Returns (params, momentum, loss before the step)."""
+    value, grads = jax.value_and_grad(reference_loss)(params, x, y)
+    momentum = jax.tree.map(lambda v, g: beta * v + g, momentum, grads)
+    params = jax.tree.map(lambda w, v: w - learning_rate * v, params, momentum)
+    return params, momentum, value
 
 
 def make_mesh(
@@ -86,18 +138,17 @@ def make_mesh(
     if TENSOR_PARALLEL:
         model = 2 if len(devices) % 2 == 0 else 1
         shape: tuple[int, ...] = (len(devices) // model, model)
-        names: tuple[str, ...] = (DATA, MODEL)
     else:
-        shape, names = (len(devices),), (DATA,)
-    return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=devices)
+        shape = (len(devices),)
+    return jax.make_mesh(shape, MESH_AXES, axis_types=(axis_type,) * len(shape), devices=devices)
 
 
 def shard_params(params: Params) -> Params:
-    """Place each (w_in, w_out) pair on the current mesh (`jax.set_mesh`) as
-    the step stores it."""
+    """Place each block's weights on the current mesh (`jax.set_mesh`) as the
+    step stores them (SPECS)."""
     return [
-        (jax.sharding.reshard(w_in, W_IN_SPEC), jax.sharding.reshard(w_out, W_OUT_SPEC))
-        for w_in, w_out in params
+        tuple(jax.sharding.reshard(w, spec) for w, spec in zip(weights, SPECS, strict=True))
+        for weights in params
     ]
 
 
@@ -131,13 +182,13 @@ def loss(
     """
     on: Mesh | AbstractMesh = jax.sharding.get_abstract_mesh() if mesh is None else mesh
     _check(on, params, x, y)
-    specs = [(W_IN_SPEC, W_OUT_SPEC)] * len(params)
+    specs = [SPECS] * len(params)
     # Under Explicit axes an array's sharding is part of its type, and
     # shard_map requires exactly its in_specs: reshard is a no-op for arrays
     # already placed (shard_params, shard_batch) and slices replicated ones.
     params = [
-        (_reshard(a, on, sa), _reshard(b, on, sb))
-        for (a, b), (sa, sb) in zip(params, specs, strict=True)
+        tuple(_reshard(w, on, spec) for w, spec in zip(weights, SPECS, strict=True))
+        for weights in params
     ]
     x, y = _reshard(x, on, BATCH_SPEC), _reshard(y, on, BATCH_SPEC)
     per_shard = partial(_local_loss, remat=remat, batch=x.shape[0])
@@ -185,38 +236,39 @@ def _local_loss(
     """One device's share: its rows of the batch, its shards of the weights."""
     block = _block if remat is None else jax.checkpoint(_block, policy=POLICIES[remat])
     h = x
-    for w_in, w_out in params:
-        h = block(h, w_in, w_out)
+    for weights in params:
+        h = block(h, *weights)
     # Sum of this shard's squared errors, summed over the data shards.
     total: jax.Array = jax.lax.psum(0.5 * jnp.sum((h - y) ** 2), DATA)
     return total / batch
 
 
-def _block(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
+def _block(h: jax.Array, *weights: jax.Array) -> jax.Array:
     # Nothing in the data flow stops XLA from gathering every block's weights
     # at the start of the step (XLA:CPU does: all of them live at once). The
     # barrier makes this block's weight shards available only together with
     # h, the previous block's output, so each gather waits for that block and
     # its gathered weights are the only ones alive. The price: a gather cannot
     # overlap the previous block's compute.
-    h, w_in, w_out = jax.lax.optimization_barrier((h, w_in, w_out))
-    # The FSDP gather: the whole weight (or its model slice), for this block
+    h, *shards = jax.lax.optimization_barrier((h, *weights))
+    # The FSDP gather: each whole weight (or its model slice), for this block
     # only. Its transpose, in the backward, is a reduce-scatter over data.
-    w_in = jax.lax.all_gather(w_in, DATA, axis=W_IN_GATHER_AXIS, tiled=True)
-    w_out = jax.lax.all_gather(w_out, DATA, axis=W_OUT_GATHER_AXIS, tiled=True)
-    w_in, w_out = checkpoint_name(w_in, GATHERED), checkpoint_name(w_out, GATHERED)
-    out = jnp.tanh(h @ w_in) @ w_out
+    gathered = [
+        w if axis is None else jax.lax.all_gather(w, DATA, axis=axis, tiled=True)
+        for w, axis in zip(shards, GATHER_AXES, strict=True)
+    ]
+    gathered = [checkpoint_name(w, GATHERED) for w in gathered]
+    out = {{ op }}(h, *gathered)
     if TENSOR_PARALLEL:
         out = jax.lax.psum(out, MODEL)  # sum the model shards' partial products
     return h + out
 
 
 def _check(mesh: Mesh | AbstractMesh, params: Params, x: jax.Array, y: jax.Array) -> None:
-    axes = (DATA, MODEL) if TENSOR_PARALLEL else (DATA,)
-    if tuple(mesh.axis_names) != axes:
+    if tuple(mesh.axis_names) != MESH_AXES:
         raise ValueError(
             f"call inside jax.set_mesh(make_mesh()) or pass mesh=make_mesh(): the step needs "
-            f"a mesh with axes {axes}, got {tuple(mesh.axis_names) or 'no mesh'}"
+            f"a mesh with axes {MESH_AXES}, got {tuple(mesh.axis_names) or 'no mesh'}"
         )
     # An array typed with another mesh's Explicit axes cannot move to this
     # mesh inside jit (shard_map would fail deep inside): say so here.
@@ -245,16 +297,21 @@ def _check(mesh: Mesh | AbstractMesh, params: Params, x: jax.Array, y: jax.Array
             f"batch {x.shape[0]} is not divisible by the {data} devices of mesh axis {DATA!r}"
         )
     if not params:
-        raise ValueError("params is empty: give at least one (w_in, w_out) block")
-    d = x.shape[1]
-    for i, (w_in, w_out) in enumerate(params):
-        f = w_in.shape[1] if w_in.ndim == 2 else -1
-        if w_in.shape != (d, f) or w_out.shape != (f, d):
+        raise ValueError(f"params is empty: give at least one block of weights {tuple(WEIGHTS)}")
+    for i, weights in enumerate(params):
+        if len(weights) != len(WEIGHTS):
             raise ValueError(
-                f"block {i}: w_in must be (d, f) and w_out (f, d) with d = {d} (x's features), "
-                f"got {w_in.shape} and {w_out.shape}"
+                f"block {i}: give its {len(WEIGHTS)} weights {tuple(WEIGHTS)}, got {len(weights)}"
             )
-        for name, w, spec in (("w_in", w_in, W_IN_SPEC), ("w_out", w_out, W_OUT_SPEC)):
+        sizes = {"d": x.shape[1]}  # d: x's features; the others, as the first weight has them
+        for (name, axes), w, spec in zip(WEIGHTS.items(), weights, SPECS, strict=True):
+            if w.ndim != len(axes) or any(
+                sizes.setdefault(a, n) != n for a, n in zip(axes, w.shape, strict=True)
+            ):
+                bound = ", ".join(f"{a} = {n}" for a, n in sizes.items())
+                raise ValueError(
+                    f"block {i}: {name} must be ({', '.join(axes)}) with {bound}, got {w.shape}"
+                )
             for size, axis in zip(w.shape, spec, strict=True):
                 if axis is not None and size % mesh.shape[axis]:
                     raise ValueError(

@@ -1,0 +1,14 @@
+"""The plain-JAX reference of the block: whole arrays on one device, no
+shard_map, no gathers, no checkpointing. sharded_step.py stacks it into the
+reference model (reference_loss, reference_step), the correctness oracle of
+the sharded step; tests/oracle.py runs that model in float64.
+"""
+
+import jax
+
+
+def reference_swiglu_block(
+    h: jax.Array, w_gate: jax.Array, w_up: jax.Array, w_down: jax.Array
+) -> jax.Array:
+    """The SwiGLU block's branch: (silu(h @ w_gate) * (h @ w_up)) @ w_down."""
+    return (jax.nn.silu(h @ w_gate) * (h @ w_up)) @ w_down

@@ -1,0 +1,93 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py); and the op's
+tolerances, which every test uses.
+
+The op is `loss`, the function users differentiate, vmap, scan and export;
+`train_step` is only jit(value_and_grad(loss)) and an update. It runs here
+with one residual block, its weights as arguments, on a mesh with Auto axes
+passed as `mesh=`: that makes it a plain function of arrays, which the cells
+can call with no `jax.set_mesh` and on inputs placed anyhow. Inside, the
+block still gathers its weights in a shard_map and remats as configured. The
+loss is a scalar over the whole batch, so no axis is batch-like and none can
+be split by an outer shard_map (the loss is one).
+
+Adapting the starter to your own block: change this file, the block
+(mlp_block.py) and its reference (reference.py), not the
+conformance module. Name the block's weights and their axes (as in WEIGHTS),
+the sizes the cells use, and for each cell the op does not support, the
+error it raises and what to use instead.
+"""
+
+from jax.sharding import AxisType
+
+from adapted_swiglu import loss, make_mesh, reference_loss
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+from conftest import mesh_devices
+
+# How far the sharded model may be from the float64 oracle (the reference
+# model in float64), in ulps (tests/compare.py).
+# The loss is a sum of squares (no cancellation) and a block's output adds a
+# correction to h: a few ulps of each value.
+VALUES = Ulps(at_value=4)
+# A weight's gradient sums over the batch and the hidden features, and its
+# terms cancel: the rounding is on the scale of the largest entry, not of each.
+GRADIENTS = Ulps(at_value=0, at_scale=16)
+# A step's new weights and momenta, w - learning_rate * m: the gradient's
+# rounding, scaled down by the learning rate, on weights of the largest
+# entry's size; the gate's product adds to the gradient's rounding.
+STEPS = Ulps(at_value=0, at_scale=16)
+
+# The devices of the cells' own meshes, so that inputs they shard can reach it.
+MESH = make_mesh(mesh_devices(4), AxisType.Auto)
+
+
+def one_block_loss(w_gate, w_up, w_down, x, y):
+    return loss([(w_gate, w_up, w_down)], x, y, mesh=MESH)
+
+
+def one_block_reference(w_gate, w_up, w_down, x, y):
+    return reference_loss([(w_gate, w_up, w_down)], x, y)
+
+
+# Arrays typed with another mesh's Explicit axes cannot move to the step's
+# mesh inside jit; the loss says where to put them.
+OTHER_MESH = Refuse(
+    ValueError,
+    r"sharded over Explicit axes .* of another mesh: put it on the step's mesh",
+    "refused: Explicit inputs of another mesh; put them on the step's mesh first",
+)
+
+SYMBOLIC = Refuse(
+    ValueError,
+    r"the step needs concrete shapes",
+    "refused: a symbolic batch crashes XLA when called; export one artifact per batch size",
+)
+
+SPEC = OpSpec(
+    name="loss",
+    op=one_block_loss,
+    reference=one_block_reference,
+    oracle=None,  # the reference in float64
+    args=(
+        Arg("w_gate", ("d", "f")),
+        Arg("w_up", ("d", "f")),
+        Arg("w_down", ("f", "d")),
+        Arg("x", ("b", "d")),
+        Arg("y", ("b", "d")),
+    ),
+    outputs=((),),
+    symbolic_axis="b",
+    sizes={"b": 8, "d": 8, "f": 16},  # every one divisible by the mesh axes
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    # Plain StableHLO on every platform; the module holds the FSDP gather.
+    platforms={"cpu": "all_gather", "cuda": "all_gather", "tpu": "all_gather"},
+    # The step chooses its own communication, whatever the inputs' layout.
+    extra_collectives={
+        "jit-auto-*": "its own FSDP gathers, and all-to-alls into its layout",
+    },
+    refuse={"jit-explicit-*": OTHER_MESH, "export-symbolic": SYMBOLIC},
+)
