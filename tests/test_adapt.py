@@ -19,7 +19,7 @@ from pathlib import Path
 import adapt
 import mutation
 import pytest
-from conftest import REPO
+from conftest import REPO, assert_lint_clean
 
 from jax_ladder.options import load_options
 from jax_ladder.rungs import available, template_dir
@@ -141,6 +141,7 @@ def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     subprocess.run([sys.executable, "-c", WRITE_TABLE], cwd=project, env=env, check=True)
 
+    assert_lint_clean(project)
     mutation.Project(project, op)  # builds a compiled project into src/
     run = run_project_tests(project, code=project / "src")
     assert run.ok, run.output[-5000:]

@@ -123,3 +123,17 @@ def test_the_shared_rule_is_lint_clean():
     # It runs in the kit's process (jax_ladder.options), but lives in templates/,
     # which the kit's own lint configuration leaves out.
     assert_lint_clean(REPO, "templates/name_rules.py")
+
+
+def test_the_op_name_rule_knows_every_machinery_module():
+    """An op named like a module the project already has would overwrite it."""
+    from jax_ladder.options import name_rules
+    from jax_ladder.rungs import available, template_dir
+
+    stems = set()
+    for rung in available():
+        project = template_dir(rung) / "{{cookiecutter.project_name}}"
+        for folder in ("src/{{cookiecutter.package_name}}", "tests", "benchmarks"):
+            stems |= {p.stem for p in (project / folder).glob("*.py")}
+    machinery = {s for s in stems if not s.startswith(("_", "test_", "{{"))}
+    assert machinery <= name_rules().MACHINERY_MODULES, machinery - name_rules().MACHINERY_MODULES
