@@ -1,9 +1,9 @@
-"""fused_matmul for jit with Auto shardings: a custom_partitioning rule.
+"""{{ cookiecutter.op_name }} for jit with Auto shardings: a custom_partitioning rule.
 
 XLA's partitioner cannot see into a Pallas kernel. Give it a sharded operand
 and it all-gathers every operand onto every device and runs the whole kernel
 there: correct, but each device does all the work and holds all the data.
-fused_matmul_partitioned tells it what the kernel can do per shard instead:
+{{ cookiecutter.op_name }}_partitioned tells it what the kernel can do per shard instead:
 
 - rows of a (m) and columns of b and bias (n) may stay sharded: each output
   tile needs only its rows of a and its columns of b, so every device runs the
@@ -15,7 +15,7 @@ fused_matmul_partitioned tells it what the kernel can do per shard instead:
 Under Shardy (JAX's partitioner) that is the sharding_rule below, an einsum-like
 "m k, k n, n -> m n". Limits of custom_partitioning on JAX 0.12: no autodiff
 rule (so this is a jax.custom_vjp around it), no vmap, no jax.export (export
-fused_matmul itself) and no Explicit mesh axes (there this calls fused_matmul,
+{{ cookiecutter.op_name }} itself) and no Explicit mesh axes (there this calls {{ cookiecutter.op_name }},
 which runs the kernel per shard through shard_map).
 
 The backward here is the reference's VJP, which XLA partitions on its own
@@ -38,24 +38,26 @@ from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from . import kernel
-from .fused_matmul import (
+from .reference import {{ cookiecutter.op_name }}_reference
+
+# isort: split
+from .{{ cookiecutter.op_name }} import (
     Implementation,
     _check_operands,
     _explicitly_sharded,
     _mesh_axes,
-    fused_matmul_kernel,
+    kernel_only,
     resolve_implementation,
 )
-from .reference import fused_matmul_reference
 
 # What custom_partitioning passes a partition callback: abstract arrays with
 # their shardings, one per operand.
 type Shapes = tuple[jax.ShapeDtypeStruct, ...]
-# fused_matmul's keyword arguments, as a hashable (static) tuple of pairs.
+# {{ cookiecutter.op_name }}'s keyword arguments, as a hashable (static) tuple of pairs.
 type Options = tuple[tuple[str, object], ...]
 
 
-def fused_matmul_partitioned(
+def {{ cookiecutter.op_name }}_partitioned(
     a: ArrayLike,
     b: ArrayLike,
     bias: ArrayLike,
@@ -66,24 +68,23 @@ def fused_matmul_partitioned(
     block_k: int | None = None,
     interpret: kernel.Interpret = None,
 ) -> jax.Array:
-    """fused_matmul, kept local to each shard under a jit with Auto shardings.
+    """{{ cookiecutter.op_name }}, kept local to each shard under a jit with Auto shardings.
     Same arguments; block sizes apply to each device's blocks."""
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
     _check_operands(a, b, bias)
     choice = resolve_implementation(implementation)
     if choice == "reference":
-        return fused_matmul_reference(a, b, bias)  # XLA partitions plain JAX itself
+        return {{ cookiecutter.op_name }}_reference(a, b, bias)  # XLA partitions plain JAX itself
     run = partial(
         _partitioned_kernel, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
     )
     if choice == "kernel":
         return run(a, b, bias)
-    # "auto": per lowering platform, as in fused_matmul.
+    # "auto": per lowering platform, as in {{ cookiecutter.op_name }}.
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
-    result: jax.Array = jax.lax.platform_dependent(
-        a, b, bias, **branches, default=fused_matmul_reference
-    )
+    reference = {{ cookiecutter.op_name }}_reference
+    result: jax.Array = jax.lax.platform_dependent(a, b, bias, **branches, default=reference)
     return result
 
 
@@ -100,7 +101,7 @@ def _partitioned_kernel(
     if _explicitly_sharded(a, b, bias):
         # custom_partitioning cannot run on Explicit mesh axes; the kernel
         # runs per shard there (through shard_map).
-        return fused_matmul_kernel(
+        return kernel_only(
             a, b, bias, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
         )
 {%- if cookiecutter.backend == "mosaic_gpu" %}
@@ -108,8 +109,8 @@ def _partitioned_kernel(
         # The GPU interpreter works through ordered io_callbacks, an effect
         # the partitioner's callback cannot hold (it fails inside XLA).
         raise NotImplementedError(
-            "fused_matmul: custom_partitioning cannot hold Mosaic GPU's interpreted kernel: "
-            "fused_matmul_partitioned runs compiled on a GPU; on this host call fused_matmul"
+            "{{ cookiecutter.op_name }}: custom_partitioning cannot hold Mosaic GPU's interpreted kernel: "
+            "{{ cookiecutter.op_name }}_partitioned runs compiled on a GPU; on this host call {{ cookiecutter.op_name }}"
         )
 {%- endif %}
     options = (("block_m", block_m), ("block_n", block_n), ("block_k", block_k))
@@ -120,7 +121,7 @@ def _partitioned_kernel(
 def _forward(a: jax.Array, b: jax.Array, bias: jax.Array, options: Options) -> jax.Array:
     # What runs when nothing is sharded (and what the partitioner would
     # otherwise gather for).
-    return fused_matmul_kernel(a, b, bias, **dict(options))  # type: ignore[arg-type]
+    return kernel_only(a, b, bias, **dict(options))  # type: ignore[arg-type]
 
 
 def _partition(
@@ -143,7 +144,7 @@ def _partition(
         mesh, rows, cols = Mesh(np.array(devices), ("devices",)), None, None
 
     def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
-        return fused_matmul_kernel(a, b, bias, **dict(options))  # type: ignore[arg-type]
+        return kernel_only(a, b, bias, **dict(options))  # type: ignore[arg-type]
 
     def sharding(*spec: object) -> NamedSharding:
         return NamedSharding(mesh, P(*spec))
@@ -175,7 +176,7 @@ def _fwd(
 def _bwd(
     options: Options, residuals: tuple[jax.Array, jax.Array, jax.Array], g: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    _, reference_vjp = jax.vjp(fused_matmul_reference, *residuals)
+    _, reference_vjp = jax.vjp({{ cookiecutter.op_name }}_reference, *residuals)
     grads: tuple[jax.Array, jax.Array, jax.Array] = reference_vjp(g)
     return grads
 
