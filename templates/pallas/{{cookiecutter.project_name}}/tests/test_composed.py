@@ -16,7 +16,7 @@ from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel, tune
+from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel
 
 # isort: split
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_partitioned, {{ cookiecutter.op_name }}_reference
@@ -278,65 +278,6 @@ def test_custom_partitioning_keeps_operands_local(rng):
 # Small, yet large enough that each target's BAD_BLOCKS stay invalid after
 # clamping to the arrays (TPU's block_k=100 < k; Mosaic GPU's block_m=96 < m).
 SHAPE = (128, 256, 64)
-
-
-def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, monkeypatch, capsys):
-    """The tuner checks each candidate before timing it: the default blocks,
-    broken here on purpose, are rejected, and the other candidate is written to
-    the table; the op then reads the table at trace time, for that shape
-    bucket only."""
-    default = tuple(kernel.DEFAULT_BLOCKS.values())
-    other = next(c for c in kernel.TUNING_CANDIDATES if c != default)
-    real = kernel.matmul
-
-    def broken_with_default_blocks(*args, **kw):
-        out = real(*args, **kw)
-        wrong = (kw["block_m"], kw["block_n"], kw["block_k"]) == default
-        return out + 1 if wrong and not isinstance(out, tuple) else out
-
-    monkeypatch.setattr(kernel, "matmul", broken_with_default_blocks)
-    table = tmp_path / "blocks.json"
-    (m, k, n), spec = SHAPE, [",".join(map(str, c)) for c in (default, other)]
-    argv = ["--shape", str(m), str(k), str(n), "--dtype", "float32", "--output", str(table)]
-    assert tune.main([*argv, "--repeats", "1", "--candidates", *spec]) == 0
-    out = capsys.readouterr().out
-    assert "mean nothing" in out  # a CPU host says its timings are meaningless
-    assert f"blocks {default}: wrong answer" in out
-    entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
-    assert entries == {block_table.bucket(m, k, n): list(other)}
-
-    monkeypatch.setenv(block_table.BLOCK_TABLE_ENV, str(table))
-    calls = []
-    monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
-
-    def blocks_used(shape):
-        args = operands(np.random.default_rng(0), shape)
-        # Interpreted, so that only this host's entries apply (as the tuner
-        # wrote them); test_blocks_are_tuned_for_the_device_the_kernel_runs_on
-        # checks the native kernel's.
-        runs_kernel(calls, partial({{ cookiecutter.op_name }}, implementation="kernel", interpret=True), *args)
-        return {(kw["block_m"], kw["block_n"], kw["block_k"]) for kw in calls}
-
-    assert blocks_used(SHAPE) == {other}
-    assert blocks_used((8, 128, 128)) == {default}  # another bucket: the defaults
-
-
-def test_tuner_times_the_kernel_whatever_the_environment_says(
-    tmp_path, monkeypatch, capsys, kernel_calls
-):
-    """IMPLEMENTATION_ENV=reference does not reach the tuner: it checks and
-    times the kernel, so blocks the kernel refuses are refused, not timed on
-    the reference and written to the table."""
-    monkeypatch.setenv(IMPLEMENTATION_ENV, "reference")
-    default = tuple(kernel.DEFAULT_BLOCKS.values())
-    table = tmp_path / "blocks.json"
-    (m, k, n), spec = SHAPE, [",".join(map(str, c)) for c in (REFUSED, default)]
-    argv = ["--shape", str(m), str(k), str(n), "--dtype", "float32", "--output", str(table)]
-    assert tune.main([*argv, "--repeats", "1", "--candidates", *spec]) == 0
-    assert f"blocks {tuple(REFUSED)}: refused" in capsys.readouterr().out
-    entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
-    assert entries == {block_table.bucket(m, k, n): list(default)}
-    assert default in {(kw["block_m"], kw["block_n"], kw["block_k"]) for kw in kernel_calls}
 
 
 def test_blocks_are_tuned_for_the_device_the_kernel_runs_on(tmp_path, monkeypatch, kernel_calls):
