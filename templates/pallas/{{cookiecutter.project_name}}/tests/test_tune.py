@@ -5,15 +5,46 @@ src/{{ cookiecutter.package_name }}/tune.py if you do not tune. The op reads the
 import json
 from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel, tune
 
 # isort: split
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}
-from test_composed import REFUSED, SHAPE, kernel_calls, operands, runs_kernel
 
-__all__ = ["kernel_calls"]  # a fixture, used by name
+import target
+
+# As in tests/test_composed.py: small, yet large enough that each target's
+# BAD_BLOCKS stay invalid after clamping to the arrays.
+SHAPE = (128, 256, 64)
+REFUSED = [{**kernel.DEFAULT_BLOCKS, **target.BAD_BLOCKS}[key] for key in block_table.KEYS]
+
+
+def operands(rng, shape, dtype=jnp.float32):
+    m, k, n = shape
+    a = jnp.asarray(rng.standard_normal((m, k)) / k**0.5, dtype)
+    b = jnp.asarray(rng.standard_normal((k, n)), dtype)
+    bias = jnp.asarray(rng.standard_normal(n), dtype)
+    return a, b, bias
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """The keyword arguments of each kernel.matmul call, recorded."""
+    calls = []
+    real = kernel.matmul
+    monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    return calls
+
+
+def runs_kernel(calls, fn, *args):
+    """Whether tracing fn calls the kernel (with a fresh function each time)."""
+    calls.clear()
+    jax.eval_shape(lambda *x: fn(*x), *args)
+    return bool(calls)
 
 
 def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, monkeypatch, capsys):
