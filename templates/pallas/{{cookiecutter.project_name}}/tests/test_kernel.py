@@ -28,8 +28,10 @@ from oracle import (
 needs_target = pytest.mark.skipif(not target.present(), reason=f"needs a {target.NAME} device")
 # Ragged shapes: edges that do not divide the default 128 blocks, on every axis.
 SHAPES = [(1, 1, 1), (8, 128, 128), (256, 256, 256), (200, 300, 130), (129, 257, 383)]
-# No square shape for gradients: it would hide a transposed operand.
-GRADIENT_SHAPES = [(1, 1, 1), (8, 128, 128), (200, 300, 130), (129, 257, 383)]
+# No square shape for gradients: it would hide a transposed operand. The
+# ragged one is one past a 128 block on m and k and ragged on n, so each of the
+# backward's matmuls has a ragged contraction (over n for da, m for db).
+GRADIENT_SHAPES = [(1, 1, 1), (8, 128, 128), (129, 257, 130)]
 DTYPES = [jnp.float32, jnp.bfloat16]
 
 
@@ -110,7 +112,7 @@ def test_gradients_match_numpy(rng, shape, dtype):
 
 
 def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
-    shape = (200, 300, 130)  # several output tiles, ragged on every axis
+    shape = (136, 140, 130)  # several output tiles, ragged on every axis
     args = operands(rng, shape, jnp.float32)
     g = jnp.asarray(rng.standard_normal((shape[0], shape[2])), jnp.float32)
     y = {{ cookiecutter.op_name }}(*args, interpret=strict)
@@ -146,16 +148,10 @@ def test_race_detector_fires_on_a_missing_commit_smem(rng, strict, monkeypatch):
 def test_check_grads_reverse_mode(rng):
     # Finite differences of the kernel's own forward: a coarse cross-check
     # (it passes a gradient 1% off); test_gradients_match_numpy is the real one.
-    args = operands(rng, (16, 128, 128), jnp.float32)
-    f = lambda a, b, bias: {{ cookiecutter.op_name }}(a, b, bias, interpret=True)  # noqa: E731
+    # Small and jitted: the finite differences call the kernel many times.
+    args = operands(rng, (8, 64, 32), jnp.float32)
+    f = jax.jit(lambda a, b, bias: {{ cookiecutter.op_name }}(a, b, bias, interpret=True))
     check_grads(f, args, order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-2)
-
-
-def test_jit_and_vmap(rng):
-    batch = [operands(rng, (40, 64, 24), jnp.float32) for _ in range(3)]
-    a, b, bias = (jnp.stack(parts) for parts in zip(*batch, strict=True))
-    got = jax.jit(jax.vmap(lambda a, b, bias: {{ cookiecutter.op_name }}(a, b, bias, interpret=True)))(a, b, bias)
-    assert_close(got, jax.vmap({{ cookiecutter.op_name }}_reference)(a, b, bias), VALUES)
 
 
 # --- lowering for the real target, on this host ---------------------------------

@@ -23,7 +23,7 @@ Around the kernel, what makes it usable in a model:
   kernel runs on when the caller gives none, else from kernel.DEFAULT_BLOCKS.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
   shard through jax.shard_map. For jit with Auto shardings, see
-  partitioning.py.
+  partitioning.py, which works from SHARDING_RULE and WHOLE_AXES below.
 """
 
 import os
@@ -41,6 +41,12 @@ from . import block_table, kernel
 from .reference import {{ cookiecutter.op_name }}_reference
 
 DTYPES = (jnp.float32, jnp.bfloat16)
+# The op's sharding, declared for partitioning.py's custom_partitioning rule
+# (jit with Auto shardings): each operand's axes and the output's, einsum-like,
+# and the axes the kernel needs whole on each device (the contracted k: the
+# GELU after the sum cannot run on partial sums).
+SHARDING_RULE = "m k, k n, n -> m n"
+WHOLE_AXES = ("k",)
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
 
 type Implementation = Literal["auto", "kernel", "reference"]
@@ -87,7 +93,7 @@ def {{ cookiecutter.op_name }}(
     elsewhere; pass True / False (or the interpreter's settings) to choose.
     """
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
-    _check_operands(a, b, bias)
+    check_operands(a, b, bias)
     choice = resolve_implementation(implementation)
     if choice == "reference":
         return {{ cookiecutter.op_name }}_reference(a, b, bias)
@@ -168,7 +174,7 @@ def resolve_implementation(implementation: str) -> Implementation:
     return cast(Implementation, choice)  # one of IMPLEMENTATIONS, checked above
 
 
-def _check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
+def check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
     if a.ndim != 2 or b.ndim != 2 or bias.ndim != 1:
         raise ValueError(
             f"expected a (m, k), b (k, n), bias (n,); got shapes {a.shape}, {b.shape}, {bias.shape}"
