@@ -182,7 +182,7 @@ def matmul(
         # jax.export's symbolic sizes: Mosaic GPU's lowering cannot take a
         # symbolic grid (jax-ml/jax#24960).
         raise NotImplementedError(
-            f"fused_matmul: symbolic sizes {(m, k, n)}: Mosaic GPU cannot lower a symbolic "
+            f"the kernel: symbolic sizes {(m, k, n)}: Mosaic GPU cannot lower a symbolic "
             "grid; export with concrete shapes"
         )
     # Shrink blocks to small arrays, but only down to whole 64s.
@@ -228,7 +228,7 @@ def matmul(
         out_type=out_type,
         grid=(mp // bm, np_ // bn),
         grid_names=("m", "n"),
-        kernel_name="fused_matmul",
+        kernel_name="matmul",
         interpret=interpret,
     )(*operands)
     outputs = [out[:m, :n] if (mp, np_) != (m, n) else out for out in padded]
@@ -261,7 +261,7 @@ def _refuse_several_devices() -> None:
     mesh = jax.sharding.get_abstract_mesh()
     if math.prod(mesh.shape[axis] for axis in mesh.manual_axes) > 1:
         raise NotImplementedError(
-            f"fused_matmul: per shard on several devices (mesh axes {sorted(mesh.manual_axes)}), "
+            f"the kernel: per shard on several devices (mesh axes {sorted(mesh.manual_axes)}), "
             "which Mosaic GPU's interpreter cannot run: it runs compiled on a GPU; on this "
             "host, gather the operands onto one device"
         )
@@ -277,7 +277,7 @@ def native_or_interpreted[T](
     platform_dependent holding the interpreter fails to lower for the GPU
     (the cond expects the interpreter's ordered io_callback tokens from the
     native branch too), and the callbacks cannot be serialized for the CPU.
-    fused_matmul's implementation="auto" chooses per lowering platform
+    The op's implementation="auto" chooses per lowering platform
     between the native kernel and the reference: that is the program to
     export for a GPU from a CPU host."""
     return native(*operands) if default_export_platform() == PLATFORM else interpreted(*operands)

@@ -203,7 +203,7 @@ def _refuse_varying(axes: frozenset[str]) -> None:
     drops the varying axes and lowering fails deep inside JAX. Say so, with
     the fix, before that."""
     raise NotImplementedError(
-        f"fused_matmul: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
+        f"the kernel: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
         "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
         "check_vma=False to jax.shard_map; compiled on a TPU the kernel runs as is"
     )

@@ -118,7 +118,7 @@ def matmul(
         # jax.export's symbolic sizes: pallas_call refuses dynamically-shaped
         # blocks, and this kernel's span the whole arrays (jax-ml/jax#24960).
         raise NotImplementedError(
-            f"fused_matmul: symbolic sizes {(m, k, n)}: the Triton kernel's blocks span whole "
+            f"the kernel: symbolic sizes {(m, k, n)}: the Triton kernel's blocks span whole "
             "arrays, which Pallas cannot size dynamically; export with concrete shapes"
         )
     check_block("a", (block_k, block_m) if transpose_a else (block_m, block_k), a.shape)
@@ -186,7 +186,7 @@ def _refuse_varying(axes: frozenset[str]) -> None:
     drops the varying axes and lowering fails deep inside JAX. Say so, with
     the fix, before that."""
     raise NotImplementedError(
-        f"fused_matmul: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
+        f"the kernel: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
         "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
         "check_vma=False to jax.shard_map; compiled on a GPU the kernel runs as is"
     )

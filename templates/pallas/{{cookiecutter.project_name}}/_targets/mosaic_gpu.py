@@ -52,11 +52,11 @@ EXPORT_DISABLED_CHECKS = ()  # mosaic_gpu_v2 is on jax.export's list of stable c
 # AssertionError), so the kernel refuses symbolic sizes. Tracked with Pallas
 # shape polymorphism in jax-ml/jax#24960.
 SYMBOLIC_BATCH = "128*b"
-SYMBOLIC_BATCH_ERROR = (NotImplementedError, "fused_matmul: symbolic sizes")
+SYMBOLIC_BATCH_ERROR = (NotImplementedError, "the kernel: symbolic sizes")
 
 
 # The device an export from this host is for, described to JAX (no such
-# device here): fused_matmul reads the block table for its kind.
+# device here): the op reads the block table for its kind.
 DEVICE = AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform="gpu")
 
 
@@ -80,6 +80,6 @@ MULTI_PLATFORM_ERROR = (NotImplementedError, "mpmd_map does not support multi-pl
 INTERPRETS_SHARDED = False
 # Nor can custom_partitioning hold the interpreted kernel: the GPU interpreter
 # works through ordered io_callbacks, an effect the partitioner's callback
-# cannot handle, so fused_matmul_partitioned refuses it. The native kernel has
+# cannot handle, so the partitioned op refuses it. The native kernel has
 # no such effect; check it on a GPU runner.
 PARTITIONS_INTERPRETED = (NotImplementedError, "custom_partitioning cannot hold")

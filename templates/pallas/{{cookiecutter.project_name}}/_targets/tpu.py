@@ -51,7 +51,7 @@ SYMBOLIC_BATCH_ERROR = None
 
 
 # The device an export from this host is for, described to JAX (no such
-# device here): fused_matmul reads the block table for its kind.
+# device here): the op reads the block table for its kind.
 DEVICE = AbstractDevice(device_kind="TPU v5 lite", num_cores=None, platform="tpu")
 
 

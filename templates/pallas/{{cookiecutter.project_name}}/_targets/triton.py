@@ -13,7 +13,7 @@ BAD_BLOCKS = {"block_m": 96}  # Triton needs power-of-two block sizes
 BAD_LOWERING = "power of 2"
 
 # Lowering for a GPU on a host without one needs an abstract GPU device.
-# fused_matmul also reads the block table for its device kind.
+# The op also reads the block table for its device kind.
 DEVICE = AbstractDevice(device_kind="NVIDIA H100", num_cores=None, platform="gpu")
 _MESH = AbstractMesh((1,), ("x",), (AxisType.Explicit,), abstract_device=DEVICE)
 
@@ -40,7 +40,7 @@ EXPORT_DISABLED_CHECKS = (export.DisabledSafetyCheck.custom_call(KERNEL_CALL),)
 # kernel's blocks span the whole arrays), so the kernel refuses symbolic
 # sizes. Tracked with Pallas shape polymorphism in jax-ml/jax#24960.
 SYMBOLIC_BATCH = "128*b"
-SYMBOLIC_BATCH_ERROR = (NotImplementedError, "fused_matmul: symbolic sizes")
+SYMBOLIC_BATCH_ERROR = (NotImplementedError, "the kernel: symbolic sizes")
 
 
 def export_context():

@@ -17,7 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from {{ cookiecutter.package_name }} import fused_matmul, fused_matmul_reference, kernel
+from {{ cookiecutter.package_name }} import kernel
+
+# isort: split
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 # Dense bf16 peak (FLOP/s) and HBM bandwidth (bytes/s), by device_kind substring.
 PEAKS = {
@@ -75,8 +78,8 @@ def main():
         f"jax {jax.__version__}, {device.device_kind}, {kernel.BACKEND} backend, {dtype.__name__}"
     )
 
-    pallas = jax.jit(lambda a, b, bias: fused_matmul(a, b, bias, implementation="kernel"))
-    xla = jax.jit(fused_matmul_reference)
+    pallas = jax.jit(lambda a, b, bias: {{ cookiecutter.op_name }}(a, b, bias, implementation="kernel"))
+    xla = jax.jit({{ cookiecutter.op_name }}_reference)
     for m, k, n in sizes:
         args_ = operands(m, k, n, dtype)
         got, want = pallas(*args_), xla(*args_)

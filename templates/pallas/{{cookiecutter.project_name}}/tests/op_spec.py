@@ -11,13 +11,13 @@ not support, the error it raises and what to use instead.
 from functools import partial
 
 from {{ cookiecutter.package_name }} import (
-    fused_matmul,
-    fused_matmul_partitioned,
-    fused_matmul_reference,
+    {{ cookiecutter.op_name }},
+    {{ cookiecutter.op_name }}_partitioned,
+    {{ cookiecutter.op_name }}_reference,
 )
 
 from conformance import Arg, OpSpec, Refuse
-from oracle import GRADIENTS, VALUES, fused_matmul_f64
+from oracle import GRADIENTS, VALUES, {{ cookiecutter.op_name }}_f64
 
 # The kernel needs the contracted axis whole on each device (the GELU after
 # the sum cannot run on partial sums).
@@ -45,13 +45,13 @@ FLOAT64 = Refuse(
 # custom_partitioning cannot hold the interpreter's ordered io_callbacks.
 SEVERAL_DEVICES = Refuse(
     NotImplementedError,
-    r"fused_matmul: per shard on several devices",
+    r"the kernel: per shard on several devices",
     "interpreted only: refused (one device at a time); compiled, it runs",
 )
 PARTITIONED = Refuse(
     NotImplementedError,
-    r"fused_matmul: custom_partitioning cannot hold",
-    "interpreted only: refused, call fused_matmul; compiled, it runs",
+    r"{{ cookiecutter.op_name }}: custom_partitioning cannot hold",
+    "interpreted only: refused, call {{ cookiecutter.op_name }}; compiled, it runs",
 )
 # The same io_callbacks are effects, which jax.checkpoint cannot differentiate.
 CHECKPOINT_EFFECTS = Refuse(
@@ -66,7 +66,7 @@ CHECKPOINT_EFFECTS = Refuse(
 # A natively compiled kernel is not affected.
 INTERPRETER_VMA = Refuse(
     NotImplementedError,
-    r"fused_matmul: the operands vary over the mesh axes .* pass check_vma=False",
+    r"the kernel: the operands vary over the mesh axes .* pass check_vma=False",
     "interpreted only: refused, pass check_vma=False; compiled, it runs",
 )
 {%- endif %}
@@ -77,21 +77,21 @@ INTERPRETER_VMA = Refuse(
 # (jax-ml/jax#24960): export with concrete shapes.
 SYMBOLIC = Refuse(
     NotImplementedError,
-    r"fused_matmul: symbolic sizes",
+    r"the kernel: symbolic sizes",
     "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
 )
 {%- endif %}
 
 SPEC = OpSpec(
-    name="fused_matmul",
+    name="{{ cookiecutter.op_name }}",
     # "kernel": on this CPU host, the Pallas kernel interpreted ("auto" would
     # run the reference off the kernel's platform and test nothing).
-    op=partial(fused_matmul, implementation="kernel"),
+    op=partial({{ cookiecutter.op_name }}, implementation="kernel"),
     # Under jit with Auto shardings XLA cannot see into the kernel: the
     # custom_partitioning rule keeps it local to each shard.
-    auto_op=partial(fused_matmul_partitioned, implementation="kernel"),
-    reference=fused_matmul_reference,
-    oracle=fused_matmul_f64,
+    auto_op=partial({{ cookiecutter.op_name }}_partitioned, implementation="kernel"),
+    reference={{ cookiecutter.op_name }}_reference,
+    oracle={{ cookiecutter.op_name }}_f64,
     args=(Arg("a", ("m", "k")), Arg("b", ("k", "n")), Arg("bias", ("n",))),
     outputs=(("m", "n"),),
     # Small, as the kernel is interpreted here; whole blocks on every backend.
@@ -107,7 +107,7 @@ SPEC = OpSpec(
     # None for this op ("kernel"): it is interpreted here (the choice is the
     # host's, as lax.platform_dependent cannot hold the interpreter's ordered
     # callbacks on JAX 0.12), and those callbacks cannot be serialized.
-    # tests/test_composed.py exports fused_matmul's default ("auto", chosen per
+    # tests/test_composed.py exports {{ cookiecutter.op_name }}'s default ("auto", chosen per
     # lowering platform) for cuda from this host and finds mosaic_gpu_v2.
     platforms={},
 {%- else %}

@@ -42,15 +42,15 @@ def _f64(*arrays):
     return (np.asarray(v, np.float64) for v in arrays)
 
 
-def fused_matmul_f64(a, b, bias):
+def {{ cookiecutter.op_name }}_f64(a, b, bias):
     """gelu(a @ b + bias) in float64."""
     a, b, bias = _f64(a, b, bias)
     z = a @ b + bias
     return 0.5 * z * (1 + np.tanh(_SQRT_2_OVER_PI * (z + _CUBIC * z**3)))
 
 
-def fused_matmul_vjp_f64(a, b, bias, g):
-    """The cotangents (da, db, dbias) of fused_matmul for the output cotangent g,
+def {{ cookiecutter.op_name }}_vjp_f64(a, b, bias, g):
+    """The cotangents (da, db, dbias) of {{ cookiecutter.op_name }} for the output cotangent g,
     derived by hand in float64: no JAX autodiff, so it can judge a backward that
     is itself JAX's autodiff of the reference."""
     a, b, bias, g = _f64(a, b, bias, g)

@@ -16,19 +16,14 @@ from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from {{ cookiecutter.package_name }} import (
-    IMPLEMENTATION_ENV,
-    block_table,
-    fused_matmul,
-    fused_matmul_partitioned,
-    fused_matmul_reference,
-    kernel,
-    tune,
-)
+from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel
+
+# isort: split
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_partitioned, {{ cookiecutter.op_name }}_reference
 
 import target
 from compare import assert_close
-from oracle import GRADIENTS, VALUES, fused_matmul_f64, fused_matmul_vjp_f64
+from oracle import GRADIENTS, VALUES, {{ cookiecutter.op_name }}_f64, {{ cookiecutter.op_name }}_vjp_f64
 
 
 def operands(rng, shape, dtype=jnp.float32):
@@ -60,13 +55,13 @@ def runs_kernel(calls, fn, *args):
 
 
 def export_default(platforms, shape=(8, 128, 128)):
-    """fused_matmul with its default arguments (implementation="auto"), exported
+    """{{ cookiecutter.op_name }} with its default arguments (implementation="auto"), exported
     from this host for platforms."""
     m, k, n = shape
     specs = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((m, k), (k, n), (n,))]
     with target.export_context():
         return export.export(
-            jax.jit(fused_matmul),
+            jax.jit({{ cookiecutter.op_name }}),
             platforms=platforms,
             disabled_checks=target.EXPORT_DISABLED_CHECKS,
         )(*specs)
@@ -85,7 +80,7 @@ def test_auto_is_the_reference_off_the_kernels_platform(rng):
     assert "custom_call" not in module and "stablehlo.while" not in module
     assert module.count("stablehlo.dot_general") == 1
     args = operands(rng, (8, 128, 128))
-    np.testing.assert_array_equal(fused_matmul(*args), fused_matmul_reference(*args))
+    np.testing.assert_array_equal({{ cookiecutter.op_name }}(*args), {{ cookiecutter.op_name }}_reference(*args))
 
 
 def test_one_artifact_for_the_cpu_and_the_kernels_platform():
@@ -100,10 +95,10 @@ def test_kernel_and_reference_on_request(rng, kernel_calls):
     # "kernel" on a CPU host is the kernel in interpret mode (test_kernel.py
     # checks its values); "reference" is the plain-JAX reference.
     args = operands(rng, (8, 128, 128))
-    assert runs_kernel(kernel_calls, partial(fused_matmul, implementation="kernel"), *args)
-    assert not runs_kernel(kernel_calls, partial(fused_matmul, implementation="reference"), *args)
-    got = fused_matmul(*args, implementation="reference")
-    assert_close(got, fused_matmul_f64(*args), VALUES)
+    assert runs_kernel(kernel_calls, partial({{ cookiecutter.op_name }}, implementation="kernel"), *args)
+    assert not runs_kernel(kernel_calls, partial({{ cookiecutter.op_name }}, implementation="reference"), *args)
+    got = {{ cookiecutter.op_name }}(*args, implementation="reference")
+    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize(("forced", "passed"), [("reference", "kernel"), ("kernel", "reference")])
@@ -112,17 +107,17 @@ def test_environment_variable_overrides_the_argument(
 ):
     args = operands(rng, (8, 128, 128))
     monkeypatch.setenv(IMPLEMENTATION_ENV, forced)
-    traced = runs_kernel(kernel_calls, partial(fused_matmul, implementation=passed), *args)
+    traced = runs_kernel(kernel_calls, partial({{ cookiecutter.op_name }}, implementation=passed), *args)
     assert traced == (forced == "kernel")
 
 
 def test_unknown_implementation_is_refused(rng, monkeypatch):
     args = operands(rng, (8, 128, 128))
     with pytest.raises(ValueError, match="implementation must be one of"):
-        fused_matmul(*args, implementation="pallas")
+        {{ cookiecutter.op_name }}(*args, implementation="pallas")
     monkeypatch.setenv(IMPLEMENTATION_ENV, "fast")
     with pytest.raises(ValueError, match=IMPLEMENTATION_ENV):
-        fused_matmul(*args)
+        {{ cookiecutter.op_name }}(*args)
 
 
 # --- jax.export, for the kernel's platform, from this host ---------------------------------
@@ -130,7 +125,7 @@ def test_unknown_implementation_is_refused(rng, monkeypatch):
 
 def export_kernel(*shapes):
     def f(a, b, bias):
-        return fused_matmul(a, b, bias, implementation="kernel", interpret=False)
+        return {{ cookiecutter.op_name }}(a, b, bias, implementation="kernel", interpret=False)
 
     specs = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes]
     with target.export_context():
@@ -189,8 +184,8 @@ def put(mesh, arrays, specs):
 # supports with no communication in the forward.
 SUPPORTED = (P("rows", None), P(None, "cols"), P("cols"))
 # The kernel, interpreted: these tests run on CPU devices.
-interpreted = partial(fused_matmul, implementation="kernel", interpret=True)
-interpreted_partitioned = partial(fused_matmul_partitioned, implementation="kernel", interpret=True)
+interpreted = partial({{ cookiecutter.op_name }}, implementation="kernel", interpret=True)
+interpreted_partitioned = partial({{ cookiecutter.op_name }}_partitioned, implementation="kernel", interpret=True)
 
 
 def values_and_cotangents(f):
@@ -208,8 +203,8 @@ def check_sharded_run(f, args, sharded):
     g = np.ones((args[0].shape[0], args[1].shape[1]), np.float32)
     y, grads = values_and_cotangents(f)(*sharded, g)
     assert y.sharding.spec == P("rows", "cols")
-    assert_close(y, fused_matmul_f64(*args), VALUES)
-    for got, want in zip(grads, fused_matmul_vjp_f64(*args, g), strict=True):
+    assert_close(y, {{ cookiecutter.op_name }}_f64(*args), VALUES)
+    for got, want in zip(grads, {{ cookiecutter.op_name }}_vjp_f64(*args, g), strict=True):
         assert_close(got, want, GRADIENTS)
 
 
@@ -285,65 +280,6 @@ def test_custom_partitioning_keeps_operands_local(rng):
 SHAPE = (128, 256, 64)
 
 
-def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, monkeypatch, capsys):
-    """The tuner checks each candidate before timing it: the default blocks,
-    broken here on purpose, are rejected, and the other candidate is written to
-    the table; the op then reads the table at trace time, for that shape
-    bucket only."""
-    default = tuple(kernel.DEFAULT_BLOCKS.values())
-    other = next(c for c in kernel.TUNING_CANDIDATES if c != default)
-    real = kernel.matmul
-
-    def broken_with_default_blocks(*args, **kw):
-        out = real(*args, **kw)
-        wrong = (kw["block_m"], kw["block_n"], kw["block_k"]) == default
-        return out + 1 if wrong and not isinstance(out, tuple) else out
-
-    monkeypatch.setattr(kernel, "matmul", broken_with_default_blocks)
-    table = tmp_path / "blocks.json"
-    (m, k, n), spec = SHAPE, [",".join(map(str, c)) for c in (default, other)]
-    argv = ["--shape", str(m), str(k), str(n), "--dtype", "float32", "--output", str(table)]
-    assert tune.main([*argv, "--repeats", "1", "--candidates", *spec]) == 0
-    out = capsys.readouterr().out
-    assert "mean nothing" in out  # a CPU host says its timings are meaningless
-    assert f"blocks {default}: wrong answer" in out
-    entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
-    assert entries == {block_table.bucket(m, k, n): list(other)}
-
-    monkeypatch.setenv(block_table.BLOCK_TABLE_ENV, str(table))
-    calls = []
-    monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
-
-    def blocks_used(shape):
-        args = operands(np.random.default_rng(0), shape)
-        # Interpreted, so that only this host's entries apply (as the tuner
-        # wrote them); test_blocks_are_tuned_for_the_device_the_kernel_runs_on
-        # checks the native kernel's.
-        runs_kernel(calls, partial(fused_matmul, implementation="kernel", interpret=True), *args)
-        return {(kw["block_m"], kw["block_n"], kw["block_k"]) for kw in calls}
-
-    assert blocks_used(SHAPE) == {other}
-    assert blocks_used((8, 128, 128)) == {default}  # another bucket: the defaults
-
-
-def test_tuner_times_the_kernel_whatever_the_environment_says(
-    tmp_path, monkeypatch, capsys, kernel_calls
-):
-    """IMPLEMENTATION_ENV=reference does not reach the tuner: it checks and
-    times the kernel, so blocks the kernel refuses are refused, not timed on
-    the reference and written to the table."""
-    monkeypatch.setenv(IMPLEMENTATION_ENV, "reference")
-    default = tuple(kernel.DEFAULT_BLOCKS.values())
-    table = tmp_path / "blocks.json"
-    (m, k, n), spec = SHAPE, [",".join(map(str, c)) for c in (REFUSED, default)]
-    argv = ["--shape", str(m), str(k), str(n), "--dtype", "float32", "--output", str(table)]
-    assert tune.main([*argv, "--repeats", "1", "--candidates", *spec]) == 0
-    assert f"blocks {tuple(REFUSED)}: refused" in capsys.readouterr().out
-    entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
-    assert entries == {block_table.bucket(m, k, n): list(default)}
-    assert default in {(kw["block_m"], kw["block_n"], kw["block_k"]) for kw in kernel_calls}
-
-
 def test_blocks_are_tuned_for_the_device_the_kernel_runs_on(tmp_path, monkeypatch, kernel_calls):
     """Exported from this host for the kernel's platform, the native kernel
     gets the entry of the device described to JAX (tests/target.py's DEVICE),
@@ -370,11 +306,11 @@ def test_blocks_are_tuned_for_the_device_the_kernel_runs_on(tmp_path, monkeypatc
     export_default((target.EXPORT_PLATFORM,), SHAPE)
     assert blocks(False) == {for_host if target.present() else for_target}
     kernel_calls.clear()
-    jax.eval_shape(partial(fused_matmul, implementation="kernel", interpret=True), *specs)
+    jax.eval_shape(partial({{ cookiecutter.op_name }}, implementation="kernel", interpret=True), *specs)
     assert blocks(True) == {for_host}
     if not target.present():
         kernel_calls.clear()
-        jax.eval_shape(fused_matmul, *specs)  # traced with no device described
+        jax.eval_shape({{ cookiecutter.op_name }}, *specs)  # traced with no device described
         assert blocks(False) == {default}
 
 
@@ -405,7 +341,7 @@ def test_an_invalid_table_is_a_clear_error(tmp_path, monkeypatch, content, messa
     monkeypatch.setenv(block_table.BLOCK_TABLE_ENV, str(table))
     with pytest.raises(ValueError, match=message) as error:
         jax.eval_shape(
-            partial(fused_matmul, implementation="kernel"),
+            partial({{ cookiecutter.op_name }}, implementation="kernel"),
             *operands(np.random.default_rng(0), SHAPE),
         )
     assert str(table) in str(error.value)

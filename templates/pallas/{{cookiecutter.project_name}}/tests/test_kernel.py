@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from {{ cookiecutter.package_name }} import BACKWARD, fused_matmul_reference, kernel
-from {{ cookiecutter.package_name }} import fused_matmul as op
+from {{ cookiecutter.package_name }} import BACKWARD, kernel
+
+# isort: split
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as op
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference
 
 import target
 from compare import assert_close
@@ -18,19 +21,21 @@ from oracle import (
     BFLOAT16_VALUES,
     GRADIENTS,
     VALUES,
-    fused_matmul_f64,
-    fused_matmul_vjp_f64,
+    {{ cookiecutter.op_name }}_f64,
+    {{ cookiecutter.op_name }}_vjp_f64,
 )
 
 needs_target = pytest.mark.skipif(not target.present(), reason=f"needs a {target.NAME} device")
 # Ragged shapes: edges that do not divide the default 128 blocks, on every axis.
 SHAPES = [(1, 1, 1), (8, 128, 128), (256, 256, 256), (200, 300, 130), (129, 257, 383)]
-# No square shape for gradients: it would hide a transposed operand.
-GRADIENT_SHAPES = [(1, 1, 1), (8, 128, 128), (200, 300, 130), (129, 257, 383)]
+# No square shape for gradients: it would hide a transposed operand. The
+# ragged one is one past a 128 block on m and k and ragged on n, so each of the
+# backward's matmuls has a ragged contraction (over n for da, m for db).
+GRADIENT_SHAPES = [(1, 1, 1), (8, 128, 128), (129, 257, 130)]
 DTYPES = [jnp.float32, jnp.bfloat16]
 
 
-def fused_matmul(*args, **kwargs):
+def {{ cookiecutter.op_name }}(*args, **kwargs):
     """The op, made to run the kernel: "auto" would run the plain-JAX
     reference on a host without the kernel's hardware (test_composed.py
     tests that choice)."""
@@ -68,15 +73,15 @@ def strict():
 def test_values_match_reference(rng, shape, dtype):
     args = operands(rng, shape, dtype)
     tolerance = VALUES if dtype == jnp.float32 else BFLOAT16_VALUES
-    assert_close(fused_matmul(*args, interpret=True), fused_matmul_reference(*args), tolerance)
+    assert_close({{ cookiecutter.op_name }}(*args, interpret=True), {{ cookiecutter.op_name }}_reference(*args), tolerance)
 
 
 @pytest.mark.parametrize("blocks", [(256, 128, 128), (128, 256, 128), (128, 128, 256)], ids=str)
 def test_other_block_sizes(rng, blocks):
     block_m, block_n, block_k = blocks
     args = operands(rng, (200, 300, 390), jnp.float32)
-    got = fused_matmul(*args, block_m=block_m, block_n=block_n, block_k=block_k, interpret=True)
-    assert_close(got, fused_matmul_reference(*args), VALUES)
+    got = {{ cookiecutter.op_name }}(*args, block_m=block_m, block_n=block_n, block_k=block_k, interpret=True)
+    assert_close(got, {{ cookiecutter.op_name }}_reference(*args), VALUES)
 
 
 def test_accumulates_in_float32():
@@ -87,8 +92,8 @@ def test_accumulates_in_float32():
     b = np.zeros((k, n))
     b[0], b[1], b[-1] = 256, 1, -256
     args = jnp.ones((m, k), jnp.bfloat16), jnp.asarray(b, jnp.bfloat16), jnp.zeros(n, jnp.bfloat16)
-    got = fused_matmul(*args, interpret=True)
-    assert_close(got, fused_matmul_f64(*args), VALUES)
+    got = {{ cookiecutter.op_name }}(*args, interpret=True)
+    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), VALUES)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
@@ -99,21 +104,24 @@ def test_gradients_match_numpy(rng, shape, dtype):
     backward=reference that is the very code under test."""
     args = operands(rng, shape, dtype)
     g = jnp.asarray(rng.standard_normal((shape[0], shape[2])), dtype)
-    grads = jax.jit(vjp(fused_matmul, interpret=True))(*args, g)
+    grads = jax.jit(vjp({{ cookiecutter.op_name }}, interpret=True))(*args, g)
     tolerance = GRADIENTS if dtype == jnp.float32 else BFLOAT16_GRADIENTS
-    for got, want, arg in zip(grads, fused_matmul_vjp_f64(*args, g), args, strict=True):
+    for got, want, arg in zip(grads, {{ cookiecutter.op_name }}_vjp_f64(*args, g), args, strict=True):
         assert got.dtype == arg.dtype
         assert_close(got, want, tolerance)
 
 
 def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
-    shape = (200, 300, 130)  # several output tiles, ragged on every axis
+    # Several output tiles, ragged on every axis. (At the smaller (136, 140,
+    # 130) the reduction-axis-marked-parallel mutant ran into the runner's
+    # timeout instead of failing fast, so this shape stays.)
+    shape = (200, 300, 130)
     args = operands(rng, shape, jnp.float32)
     g = jnp.asarray(rng.standard_normal((shape[0], shape[2])), jnp.float32)
-    y = fused_matmul(*args, interpret=strict)
-    assert_close(y, fused_matmul_f64(*args), VALUES)
-    grads = vjp(fused_matmul, interpret=strict)(*args, g)
-    for got, want in zip(grads, fused_matmul_vjp_f64(*args, g), strict=True):
+    y = {{ cookiecutter.op_name }}(*args, interpret=strict)
+    assert_close(y, {{ cookiecutter.op_name }}_f64(*args), VALUES)
+    grads = vjp({{ cookiecutter.op_name }}, interpret=strict)(*args, g)
+    for got, want in zip(grads, {{ cookiecutter.op_name }}_vjp_f64(*args, g), strict=True):
         assert_close(got, want, GRADIENTS)
 {%- if cookiecutter.backend == "tpu" %}
 
@@ -126,7 +134,7 @@ def test_race_detector_fires_on_a_reduction_axis_marked_parallel(rng, strict, mo
     args = operands(rng, (8, 256, 128), jnp.float32)  # one output tile, two k steps
     monkeypatch.setattr(kernel, "DIMENSION_SEMANTICS", ("parallel", "parallel", "parallel"))
     with pytest.raises(jax.errors.JaxRuntimeError, match="RACE DETECTED"):
-        jax.block_until_ready(fused_matmul(*args, interpret=strict))
+        jax.block_until_ready({{ cookiecutter.op_name }}(*args, interpret=strict))
 {%- elif cookiecutter.backend == "mosaic_gpu" %}
 
 
@@ -136,23 +144,17 @@ def test_race_detector_fires_on_a_missing_commit_smem(rng, strict, monkeypatch):
     args = operands(rng, (64, 128, 64), jnp.float32)
     monkeypatch.setattr(kernel.plgpu, "commit_smem", lambda: None)
     with pytest.raises(jax.errors.JaxRuntimeError, match="RACE DETECTED"):
-        jax.block_until_ready(fused_matmul(*args, interpret=strict))
+        jax.block_until_ready({{ cookiecutter.op_name }}(*args, interpret=strict))
 {%- endif %}
 
 
 def test_check_grads_reverse_mode(rng):
     # Finite differences of the kernel's own forward: a coarse cross-check
     # (it passes a gradient 1% off); test_gradients_match_numpy is the real one.
-    args = operands(rng, (16, 128, 128), jnp.float32)
-    f = lambda a, b, bias: fused_matmul(a, b, bias, interpret=True)  # noqa: E731
+    # Small and jitted: the finite differences call the kernel many times.
+    args = operands(rng, (8, 64, 32), jnp.float32)
+    f = jax.jit(lambda a, b, bias: {{ cookiecutter.op_name }}(a, b, bias, interpret=True))
     check_grads(f, args, order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-2)
-
-
-def test_jit_and_vmap(rng):
-    batch = [operands(rng, (40, 64, 24), jnp.float32) for _ in range(3)]
-    a, b, bias = (jnp.stack(parts) for parts in zip(*batch, strict=True))
-    got = jax.jit(jax.vmap(lambda a, b, bias: fused_matmul(a, b, bias, interpret=True)))(a, b, bias)
-    assert_close(got, jax.vmap(fused_matmul_reference)(a, b, bias), VALUES)
 
 
 # --- lowering for the real target, on this host ---------------------------------
@@ -160,10 +162,10 @@ def test_jit_and_vmap(rng):
 
 def test_forward_and_backward_lower_for_the_target(rng):
     args = operands(rng, (256, 256, 256), jnp.float32)
-    forward = target.lower(lambda *a: fused_matmul(*a, interpret=False), *args)
+    forward = target.lower(lambda *a: {{ cookiecutter.op_name }}(*a, interpret=False), *args)
     assert target.KERNEL_CALL in forward
     value_and_grad = jax.value_and_grad(
-        lambda *a: jnp.sum(fused_matmul(*a, interpret=False)), argnums=(0, 1, 2)
+        lambda *a: jnp.sum({{ cookiecutter.op_name }}(*a, interpret=False)), argnums=(0, 1, 2)
     )
     # The forward kernel, plus the two backward matmul kernels when asked for.
     calls = target.lower(value_and_grad, *args).count(target.KERNEL_CALL)
@@ -173,7 +175,7 @@ def test_forward_and_backward_lower_for_the_target(rng):
 def test_bad_block_is_refused_before_lowering(rng):
     args = operands(rng, (256, 300, 256), jnp.float32)
     with pytest.raises(ValueError, match="invalid on"):
-        fused_matmul(*args, **target.BAD_BLOCKS)
+        {{ cookiecutter.op_name }}(*args, **target.BAD_BLOCKS)
 {%- if cookiecutter.backward == "kernel" and cookiecutter.backend != "triton" %}
 
 
@@ -185,7 +187,7 @@ def test_block_only_the_backward_rejects_is_refused_up_front(rng):
     shape, blocks = target.BACKWARD_ONLY_BAD
     args = operands(rng, shape, jnp.float32)
     with pytest.raises(ValueError, match="invalid on"):
-        fused_matmul(*args, **blocks)
+        {{ cookiecutter.op_name }}(*args, **blocks)
 {%- endif %}
 
 
@@ -194,13 +196,13 @@ def test_lowering_catches_what_interpret_mode_accepts(rng, monkeypatch):
     args = operands(rng, (256, 300, 256), jnp.float32)
     monkeypatch.setattr(kernel, "check_block", lambda *_: None)
     assert_close(
-        fused_matmul(*args, **target.BAD_BLOCKS, interpret=True),
-        fused_matmul_reference(*args),
+        {{ cookiecutter.op_name }}(*args, **target.BAD_BLOCKS, interpret=True),
+        {{ cookiecutter.op_name }}_reference(*args),
         VALUES,
     )
     # ...and only lowering for the real target refuses it.
     with pytest.raises(Exception, match=target.BAD_LOWERING):
-        target.lower(lambda *a: fused_matmul(*a, **target.BAD_BLOCKS, interpret=False), *args)
+        target.lower(lambda *a: {{ cookiecutter.op_name }}(*a, **target.BAD_BLOCKS, interpret=False), *args)
 
 
 # --- on the real target --------------------------------------------------------------
@@ -210,8 +212,8 @@ def test_lowering_catches_what_interpret_mode_accepts(rng, monkeypatch):
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (200, 300, 130)], ids=str)
 def test_native_kernel_matches_reference(rng, shape):
     args = operands(rng, shape, jnp.bfloat16)
-    got = fused_matmul(*args, interpret=False)
-    assert_close(got, fused_matmul_reference(*args), BFLOAT16_VALUES)
+    got = {{ cookiecutter.op_name }}(*args, interpret=False)
+    assert_close(got, {{ cookiecutter.op_name }}_reference(*args), BFLOAT16_VALUES)
 
 
 # --- bad input ------------------------------------------------------------------------
@@ -233,7 +235,7 @@ def test_native_kernel_matches_reference(rng, shape):
 def test_bad_input_raises_clear_error(shapes, dtype, kwargs, error, message):
     args = [np.ones(shape, dtype) for shape in shapes]
     with pytest.raises(error, match=message):
-        fused_matmul(*args, **kwargs)
+        {{ cookiecutter.op_name }}(*args, **kwargs)
 
 
 @pytest.mark.parametrize("odd_one", [0, 1, 2], ids=["a", "b", "bias"])
@@ -245,4 +247,4 @@ def test_mixed_dtypes_are_refused(odd_one):
     shapes = [(3, 4), (4, 2), (2,)]
     args = [np.ones(shape, dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
     with pytest.raises(TypeError, match="share one dtype"):
-        fused_matmul(*args)
+        {{ cookiecutter.op_name }}(*args)

@@ -1,13 +1,16 @@
 """A Pallas matmul with a fused bias + GELU epilogue, differentiable."""
 
-from .fused_matmul import BACKWARD, IMPLEMENTATION_ENV, fused_matmul
-from .partitioning import fused_matmul_partitioned
-from .reference import fused_matmul_reference
+from .partitioning import {{ cookiecutter.op_name }}_partitioned
+from .reference import {{ cookiecutter.op_name }}_reference
+
+# isort: split
+# (The op's module last, whatever its name sorts as.)
+from .{{ cookiecutter.op_name }} import BACKWARD, IMPLEMENTATION_ENV, {{ cookiecutter.op_name }}
 
 __all__ = [
     "BACKWARD",
     "IMPLEMENTATION_ENV",
-    "fused_matmul",
-    "fused_matmul_partitioned",
-    "fused_matmul_reference",
+    "{{ cookiecutter.op_name }}",
+    "{{ cookiecutter.op_name }}_partitioned",
+    "{{ cookiecutter.op_name }}_reference",
 ]

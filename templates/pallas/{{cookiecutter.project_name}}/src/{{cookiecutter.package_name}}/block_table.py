@@ -1,7 +1,7 @@
 """Tuned block sizes, by device kind, dtype and shape bucket.
 
 The tuning command measures block sizes on the present device and writes a
-table (see tune.py). fused_matmul reads tables when it is traced (so set them
+table (see tune.py). {{ cookiecutter.op_name }} reads tables when it is traced (so set them
 up before the first jit call), for the block sizes the caller did not give,
 under the kind of device the kernel will run on, which is not always this
 host's: the native kernel's entries are those of the kernel's platform's

@@ -1,33 +1,34 @@
-"""fused_matmul for jit with Auto shardings: a custom_partitioning rule.
+"""{{ cookiecutter.op_name }} for jit with Auto shardings: a custom_partitioning rule,
+built from the op's declaration (SHARDING_RULE and WHOLE_AXES in
+{{ cookiecutter.op_name }}.py); nothing here is specific to one op.
 
 XLA's partitioner cannot see into a Pallas kernel. Give it a sharded operand
 and it all-gathers every operand onto every device and runs the whole kernel
 there: correct, but each device does all the work and holds all the data.
-fused_matmul_partitioned tells it what the kernel can do per shard instead:
+{{ cookiecutter.op_name }}_partitioned tells it what the kernel can do per shard instead:
 
-- rows of a (m) and columns of b and bias (n) may stay sharded: each output
-  tile needs only its rows of a and its columns of b, so every device runs the
-  kernel on its own blocks with no communication;
-- the contracted axis k must be whole on each device (the GELU after the sum
-  cannot run on partial sums): if it arrives sharded, the partitioner gathers
-  it, as the rule's need_replication_factors says.
+- SHARDING_RULE, an einsum-like rule (for a matmul "m k, k n, n -> m n"),
+  names each operand's axes and the output's: an axis may stay sharded where
+  each output block needs only the same shard of every operand, so every
+  device runs the kernel on its own blocks with no communication;
+- WHOLE_AXES must be whole on each device (a matmul's contracted k: the GELU
+  after the sum cannot run on partial sums; a softmax's row): if one arrives
+  sharded, the partitioner gathers it (the rule's need_replication_factors).
 
-Under Shardy (JAX's partitioner) that is the sharding_rule below, an einsum-like
-"m k, k n, n -> m n". Limits of custom_partitioning on JAX 0.12: no autodiff
-rule (so this is a jax.custom_vjp around it), no vmap, no jax.export (export
-fused_matmul itself) and no Explicit mesh axes (there this calls fused_matmul,
-which runs the kernel per shard through shard_map).
+Limits of custom_partitioning on JAX 0.12: no autodiff rule (so this is a
+jax.custom_vjp around it), no vmap, no jax.export (export {{ cookiecutter.op_name }}
+itself) and no Explicit mesh axes (there this calls {{ cookiecutter.op_name }}, which runs
+the kernel per shard through shard_map).
 
 The backward here is the reference's VJP, which XLA partitions on its own
-(da = dz @ b^T per row shard; db = a^T @ dz ends in an all-reduce over the
-row shards, as any data-parallel weight gradient does). To run the backward
-kernels per shard too, give each of the two matmuls its own
-custom_partitioning op: "m n, k n -> m k" with n replicated, and "m k, m n -> k n",
-which sums over m: psum over the row axes inside the per-shard function.
+(for the matmul, db = a^T @ dz ends in an all-reduce over the row shards, as
+any data-parallel weight gradient does). To run backward kernels per shard
+too, give each its own custom_partitioning op with its own rule.
 """
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -38,146 +39,159 @@ from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from . import kernel
-from .fused_matmul import (
+from .reference import {{ cookiecutter.op_name }}_reference
+
+# isort: split
+from .{{ cookiecutter.op_name }} import (
+    SHARDING_RULE,
+    WHOLE_AXES,
     Implementation,
-    _check_operands,
-    _explicitly_sharded,
-    _mesh_axes,
-    fused_matmul_kernel,
+    check_operands,
+    kernel_only,
     resolve_implementation,
 )
-from .reference import fused_matmul_reference
 
 # What custom_partitioning passes a partition callback: abstract arrays with
 # their shardings, one per operand.
 type Shapes = tuple[jax.ShapeDtypeStruct, ...]
-# fused_matmul's keyword arguments, as a hashable (static) tuple of pairs.
+# The op's keyword arguments, as a hashable (static) tuple of pairs.
 type Options = tuple[tuple[str, object], ...]
+# The op's kernel, whatever its operands (SHARDING_RULE names them).
+run_kernel: Callable[..., jax.Array] = kernel_only
 
 
-def fused_matmul_partitioned(
-    a: ArrayLike,
-    b: ArrayLike,
-    bias: ArrayLike,
-    *,
+def {{ cookiecutter.op_name }}_partitioned(
+    *operands: ArrayLike,
     implementation: Implementation = "auto",
-    block_m: int | None = None,
-    block_n: int | None = None,
-    block_k: int | None = None,
     interpret: kernel.Interpret = None,
+    **blocks: int | None,
 ) -> jax.Array:
-    """fused_matmul, kept local to each shard under a jit with Auto shardings.
+    """{{ cookiecutter.op_name }}, kept local to each shard under a jit with Auto shardings.
     Same arguments; block sizes apply to each device's blocks."""
-    a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
-    _check_operands(a, b, bias)
+    arrays = tuple(jnp.asarray(x) for x in operands)
+    check_operands(*arrays)
     choice = resolve_implementation(implementation)
+    reference = {{ cookiecutter.op_name }}_reference
     if choice == "reference":
-        return fused_matmul_reference(a, b, bias)  # XLA partitions plain JAX itself
-    run = partial(
-        _partitioned_kernel, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
-    )
+        return reference(*arrays)  # XLA partitions plain JAX itself
+    run = partial(_partitioned_kernel, blocks=blocks, interpret=interpret)
     if choice == "kernel":
-        return run(a, b, bias)
-    # "auto": per lowering platform, as in fused_matmul.
+        return run(*arrays)
+    # "auto": per lowering platform, as in {{ cookiecutter.op_name }}.
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
-    result: jax.Array = jax.lax.platform_dependent(
-        a, b, bias, **branches, default=fused_matmul_reference
-    )
+    result: jax.Array = jax.lax.platform_dependent(*arrays, **branches, default=reference)
     return result
 
 
 def _partitioned_kernel(
-    a: jax.Array,
-    b: jax.Array,
-    bias: jax.Array,
-    *,
-    block_m: int | None,
-    block_n: int | None,
-    block_k: int | None,
-    interpret: kernel.Interpret,
+    *operands: jax.Array, blocks: dict[str, int | None], interpret: kernel.Interpret
 ) -> jax.Array:
-    if _explicitly_sharded(a, b, bias):
+    if _explicitly_sharded(*operands):
         # custom_partitioning cannot run on Explicit mesh axes; the kernel
         # runs per shard there (through shard_map).
-        return fused_matmul_kernel(
-            a, b, bias, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
-        )
+        return run_kernel(*operands, **blocks, interpret=interpret)
 {%- if cookiecutter.backend == "mosaic_gpu" %}
     if kernel.interpreted(interpret):
         # The GPU interpreter works through ordered io_callbacks, an effect
         # the partitioner's callback cannot hold (it fails inside XLA).
         raise NotImplementedError(
-            "fused_matmul: custom_partitioning cannot hold Mosaic GPU's interpreted kernel: "
-            "fused_matmul_partitioned runs compiled on a GPU; on this host call fused_matmul"
+            "{{ cookiecutter.op_name }}: custom_partitioning cannot hold Mosaic GPU's interpreted "
+            "kernel: the partitioned op runs compiled on a GPU; on this host call the op itself"
         )
 {%- endif %}
-    options = (("block_m", block_m), ("block_n", block_n), ("block_k", block_k))
-    return _partitioned(a, b, bias, (*options, ("interpret", interpret)))
+    options = (*sorted(blocks.items()), ("interpret", interpret))
+    return _partitioned(operands, options)
 
 
-@partial(custom_partitioning, static_argnums=(3,))
-def _forward(a: jax.Array, b: jax.Array, bias: jax.Array, options: Options) -> jax.Array:
+def _whole(*args: Any) -> jax.Array:
     # What runs when nothing is sharded (and what the partitioner would
-    # otherwise gather for).
-    return fused_matmul_kernel(a, b, bias, **dict(options))  # type: ignore[arg-type]
+    # otherwise gather for). The last argument is the static options.
+    *operands, options = args
+    return run_kernel(*operands, **dict(options))
+
+
+def _rule() -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """SHARDING_RULE's factors: one tuple per operand, and the output's."""
+    inputs, output = SHARDING_RULE.split("->")
+    return [tuple(x.split()) for x in inputs.split(",")], tuple(output.split())
 
 
 def _partition(
     options: Options, mesh: Mesh | AbstractMesh, arg_shapes: Shapes, result_shape: Shapes
 ) -> tuple[Mesh | AbstractMesh, Callable[..., jax.Array], Sharding, tuple[Sharding, ...]]:
-    a_sharding, b_sharding = arg_shapes[0].sharding, arg_shapes[1].sharding
-    if isinstance(a_sharding, NamedSharding) and isinstance(b_sharding, NamedSharding):
-        mesh = a_sharding.mesh
-        rows = (tuple(a_sharding.spec) + (None,))[0]
-        cols = (tuple(b_sharding.spec) + (None, None))[1]
-        if set(_mesh_axes(rows)) & set(_mesh_axes(cols)):
-            # Rows and columns on one mesh axis (the usual layout on a 1-D
-            # mesh): the output tile cannot be split by both, and a spec naming
-            # the axis twice is invalid. Keep the rows split; gather b's columns.
-            cols = None
+    operand_factors, output_factors = _rule()
+    shardings = [shape.sharding for shape in arg_shapes]
+    assigned: dict[str, object] = {}  # each factor's mesh axes (a spec entry)
+    if all(isinstance(s, NamedSharding) for s in shardings):
+        mesh = shardings[0].mesh
+        used: set[str] = set()
+        for factors, given in zip(operand_factors, shardings, strict=True):
+            spec = tuple(given.spec) + (None,) * len(factors)
+            for factor, entry in zip(factors, spec, strict=False):
+                if factor in assigned:
+                    continue  # the first operand that names a factor shards it
+                if factor in WHOLE_AXES or set(_mesh_axes(entry)) & used:
+                    # Whole on each device; or on a mesh axis an earlier factor
+                    # took (a's rows and b's columns on a 1-D mesh): a spec
+                    # cannot name it twice, so this factor is gathered.
+                    entry = None
+                assigned[factor] = entry
+                used |= set(_mesh_axes(entry))
     else:
         # No mesh named (say, NumPy inputs): whole, replicated operands are
         # always right.
-        devices = sorted(a_sharding.device_set, key=lambda d: d.id)
-        mesh, rows, cols = Mesh(np.array(devices), ("devices",)), None, None
+        devices = sorted(shardings[0].device_set, key=lambda d: d.id)
+        mesh = Mesh(np.array(devices), ("devices",))
 
-    def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
-        return fused_matmul_kernel(a, b, bias, **dict(options))  # type: ignore[arg-type]
+    def per_shard(*operands: jax.Array) -> jax.Array:
+        return run_kernel(*operands, **dict(options))
 
-    def sharding(*spec: object) -> NamedSharding:
-        return NamedSharding(mesh, P(*spec))
+    def sharding(factors: tuple[str, ...]) -> NamedSharding:
+        return NamedSharding(mesh, P(*(assigned.get(f) for f in factors)))
 
-    operands = (sharding(rows, None), sharding(None, cols), sharding(cols))
-    return mesh, per_shard, sharding(rows, cols), operands
+    operands = tuple(sharding(factors) for factors in operand_factors)
+    return mesh, per_shard, sharding(output_factors), operands
 
 
+_forward = custom_partitioning(_whole, static_argnums=(len(_rule()[0]),))
 _forward.def_partition(
-    partition=_partition,
-    sharding_rule="m k, k n, n -> m n",
-    need_replication_factors=("k",),
+    partition=_partition, sharding_rule=SHARDING_RULE, need_replication_factors=WHOLE_AXES
 )
 
 
+def _explicitly_sharded(*arrays: jax.Array) -> bool:
+    """Whether any operand's type shards it: only Explicit mesh axes appear in
+    types (Auto ones are XLA's to choose, Manual ones are already split)."""
+    return any(entry is not None for x in arrays for entry in jax.typeof(x).sharding.spec)
+
+
+def _mesh_axes(entry: object) -> tuple[str, ...]:
+    """The mesh axes one partition-spec entry names: none, one, or a tuple."""
+    if entry is None:
+        return ()
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
 # custom_partitioning has no autodiff rule: differentiate through a custom VJP.
-@partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _partitioned(a: jax.Array, b: jax.Array, bias: jax.Array, options: Options) -> jax.Array:
-    y: jax.Array = _forward(a, b, bias, options)
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _partitioned(operands: tuple[jax.Array, ...], options: Options) -> jax.Array:
+    y: jax.Array = _forward(*operands, options)
     return y
 
 
 def _fwd(
-    a: jax.Array, b: jax.Array, bias: jax.Array, options: Options
-) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
-    return _forward(a, b, bias, options), (a, b, bias)
+    operands: tuple[jax.Array, ...], options: Options
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    return _forward(*operands, options), operands
 
 
 def _bwd(
-    options: Options, residuals: tuple[jax.Array, jax.Array, jax.Array], g: jax.Array
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    _, reference_vjp = jax.vjp(fused_matmul_reference, *residuals)
-    grads: tuple[jax.Array, jax.Array, jax.Array] = reference_vjp(g)
-    return grads
+    options: Options, operands: tuple[jax.Array, ...], g: jax.Array
+) -> tuple[tuple[jax.Array, ...]]:
+    _, reference_vjp = jax.vjp({{ cookiecutter.op_name }}_reference, *operands)
+    grads: tuple[jax.Array, ...] = reference_vjp(g)
+    return (grads,)
 
 
 _partitioned.defvjp(_fwd, _bwd)

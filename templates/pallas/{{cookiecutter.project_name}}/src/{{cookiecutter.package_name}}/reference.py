@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 
-def fused_matmul_reference(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
+def {{ cookiecutter.op_name }}_reference(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
     """a (m, k) @ b (k, n) + bias (n,), then GELU (tanh approximation)."""
     z = jnp.dot(a, b, preferred_element_type=jnp.float32) + bias.astype(jnp.float32)
     return jax.nn.gelu(z, approximate=True).astype(a.dtype)

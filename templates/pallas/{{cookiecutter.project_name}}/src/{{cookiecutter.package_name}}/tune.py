@@ -3,7 +3,7 @@ correct one, and record it in a block table (see block_table.py). For
 example, with your package's name for PACKAGE:
 
     python -m PACKAGE.tune --shape 4096 4096 4096 --dtype bfloat16 --output blocks.json
-    export PACKAGE_BLOCK_TABLE=$PWD/blocks.json   # fused_matmul now uses them
+    export PACKAGE_BLOCK_TABLE=$PWD/blocks.json   # {{ cookiecutter.op_name }} now uses them
 
 The tuner always times the kernel (whatever PACKAGE_IMPLEMENTATION says), and
 each candidate is first checked: against the kernel's tiling rules for every
@@ -32,8 +32,10 @@ import numpy as np
 from jax import export
 
 from . import block_table, kernel
-from .fused_matmul import fused_matmul_kernel
-from .reference import fused_matmul_reference
+from .reference import {{ cookiecutter.op_name }}_reference
+
+# isort: split
+from .{{ cookiecutter.op_name }} import kernel_only
 
 # Largest error allowed, relative to the output's largest magnitude. Loose
 # enough for TF32 / bfloat16 rounding, far tighter than any tiling bug.
@@ -59,16 +61,16 @@ def tune(
     a = jnp.asarray(rng.standard_normal((m, k)) / k**0.5, dtype)
     b = jnp.asarray(rng.standard_normal((k, n)), dtype)
     bias = jnp.asarray(rng.standard_normal(n), dtype)
-    want = np.asarray(fused_matmul_reference(a, b, bias), np.float64)
+    want = np.asarray({{ cookiecutter.op_name }}_reference(a, b, bias), np.float64)
     scale = max(float(np.max(np.abs(want))), 1e-30)
     trials = []
     for blocks in candidates:
         bm, bn, bk = blocks
-        # The kernel itself, not fused_matmul: IMPLEMENTATION_ENV set to
+        # The kernel itself, not {{ cookiecutter.op_name }}: IMPLEMENTATION_ENV set to
         # reference would have the tuner time the reference, and write blocks
-        # the kernel never checked. fused_matmul_kernel checks the blocks
+        # the kernel never checked. kernel_only checks the blocks
         # against the kernel's tiling rules, forward and backward, first.
-        run = jax.jit(partial(fused_matmul_kernel, block_m=bm, block_n=bn, block_k=bk))
+        run = jax.jit(partial(kernel_only, block_m=bm, block_n=bn, block_k=bk))
         try:
             got = np.asarray(run(a, b, bias), np.float64)
         except ValueError as error:  # the kernel's tiling rules refuse it

@@ -23,7 +23,7 @@ Around the kernel, what makes it usable in a model:
   kernel runs on when the caller gives none, else from kernel.DEFAULT_BLOCKS.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
   shard through jax.shard_map. For jit with Auto shardings, see
-  partitioning.py.
+  partitioning.py, which works from SHARDING_RULE and WHOLE_AXES below.
 """
 
 import os
@@ -38,9 +38,15 @@ from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from . import block_table, kernel
-from .reference import fused_matmul_reference
+from .reference import {{ cookiecutter.op_name }}_reference
 
 DTYPES = (jnp.float32, jnp.bfloat16)
+# The op's sharding, declared for partitioning.py's custom_partitioning rule
+# (jit with Auto shardings): each operand's axes and the output's, einsum-like,
+# and the axes the kernel needs whole on each device (the contracted k: the
+# GELU after the sum cannot run on partial sums).
+SHARDING_RULE = "m k, k n, n -> m n"
+WHOLE_AXES = ("k",)
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
 
 type Implementation = Literal["auto", "kernel", "reference"]
@@ -60,7 +66,7 @@ class Blocks(NamedTuple):
     block_k: int
 
 
-def fused_matmul(
+def {{ cookiecutter.op_name }}(
     a: ArrayLike,
     b: ArrayLike,
     bias: ArrayLike,
@@ -87,12 +93,12 @@ def fused_matmul(
     elsewhere; pass True / False (or the interpreter's settings) to choose.
     """
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
-    _check_operands(a, b, bias)
+    check_operands(a, b, bias)
     choice = resolve_implementation(implementation)
     if choice == "reference":
-        return fused_matmul_reference(a, b, bias)
+        return {{ cookiecutter.op_name }}_reference(a, b, bias)
     run = partial(
-        fused_matmul_kernel, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
+        kernel_only, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
     )
     if choice == "kernel":
         return run(a, b, bias)
@@ -102,13 +108,12 @@ def fused_matmul(
     # lowered for any other platform the reference.
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
-    result: jax.Array = jax.lax.platform_dependent(
-        a, b, bias, **branches, default=fused_matmul_reference
-    )
+    reference = {{ cookiecutter.op_name }}_reference
+    result: jax.Array = jax.lax.platform_dependent(a, b, bias, **branches, default=reference)
     return result
 
 
-def fused_matmul_kernel(
+def kernel_only(
     a: jax.Array,
     b: jax.Array,
     bias: jax.Array,
@@ -118,8 +123,8 @@ def fused_matmul_kernel(
     block_k: int | None = None,
     interpret: kernel.Interpret = None,
 ) -> jax.Array:
-    """fused_matmul's kernel, whatever IMPLEMENTATION_ENV says (the tuner times
-    this), on operands fused_matmul has checked.
+    """{{ cookiecutter.op_name }}'s kernel, whatever IMPLEMENTATION_ENV says (the tuner times
+    this), on operands {{ cookiecutter.op_name }} has checked.
 
     interpret=None runs the kernel natively where the program is lowered for
     the kernel's platform and interpreted elsewhere (kernel.native_or_interpreted),
@@ -128,7 +133,7 @@ def fused_matmul_kernel(
     """
     # This function again, with the same blocks: per shard, or once the
     # platform decides whether the kernel is native or interpreted.
-    again = partial(fused_matmul_kernel, block_m=block_m, block_n=block_n, block_k=block_k)
+    again = partial(kernel_only, block_m=block_m, block_n=block_n, block_k=block_k)
     if _explicitly_sharded(a, b, bias):
         # pallas_call needs Manual mesh axes: run it per shard, on local shapes.
         return _per_shard(partial(again, interpret=interpret), a, b, bias)
@@ -155,7 +160,7 @@ def fused_matmul_kernel(
     # mesh axes as its result, so that each cotangent has its operand's type:
     # the cast's transpose sums db over the row shards, da over the columns.
     (a, b, bias), _ = kernel.vary_alike([a, b, bias])
-    return _fused_matmul(a, b, bias, blocks, interpret)
+    return _differentiable(a, b, bias, blocks, interpret)
 
 
 def resolve_implementation(implementation: str) -> Implementation:
@@ -169,7 +174,7 @@ def resolve_implementation(implementation: str) -> Implementation:
     return cast(Implementation, choice)  # one of IMPLEMENTATIONS, checked above
 
 
-def _check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
+def check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
     if a.ndim != 2 or b.ndim != 2 or bias.ndim != 1:
         raise ValueError(
             f"expected a (m, k), b (k, n), bias (n,); got shapes {a.shape}, {b.shape}, {bias.shape}"
@@ -303,7 +308,7 @@ def _check_all_blocks(a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Block
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _fused_matmul(
+def _differentiable(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
 ) -> jax.Array:
     return kernel.matmul(a, b, bias, **blocks._asdict(), activation="gelu", interpret=interpret)
@@ -362,10 +367,10 @@ def _bwd(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     # The reference's VJP: XLA recomputes the pre-activation and runs its own
     # matmuls. Same maths as the kernel, so the gradients agree.
-    _, reference_vjp = jax.vjp(fused_matmul_reference, *residuals)
+    _, reference_vjp = jax.vjp({{ cookiecutter.op_name }}_reference, *residuals)
     grads: tuple[jax.Array, jax.Array, jax.Array] = reference_vjp(g)
     return grads
 {%- endif %}
 
 
-_fused_matmul.defvjp(_fwd, _bwd)
+_differentiable.defvjp(_fwd, _bwd)

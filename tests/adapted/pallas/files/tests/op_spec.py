@@ -1,0 +1,69 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py)."""
+
+from functools import partial
+
+from adapted_softmax import softmax, softmax_partitioned, softmax_reference
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# Softmax of a row of 16: each output is exp(x_i - max) / sum, a few float32
+# roundings (exp, the sum of 16 terms, the division) at the output's value
+# and a few more on the row's scale; 8 and 8.
+VALUES = Ulps(at_value=8, at_scale=8)
+# dx = y * (g - sum(g * y)): a sum of 16 products whose terms cancel, on the
+# scale of the largest; 16.
+GRADIENTS = Ulps(at_value=8, at_scale=16)
+
+# Each row must be whole on one device (the max and the sum run along it).
+SHARDED_ROW = Refuse(
+    ValueError,
+    r"the row axis n is sharded",
+    "refused: the kernel needs each row whole; jax.sharding.reshard it first",
+)
+# pallas_call has no autodiff rule: the op is a jax.custom_vjp, reverse mode only.
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: a custom_vjp is reverse mode only; jax.jvp the reference",
+)
+# The kernel takes float32 and bfloat16; finite differences need float64.
+FLOAT64 = Refuse(
+    TypeError,
+    r"must be float32 or bfloat16",
+    "refused: no float64 kernel; the gradient cells check against the float64 oracle",
+)
+# Inside jax.shard_map with check_vma=True, Pallas's interpreter (JAX 0.12)
+# drops the varying axes in its grid loop: the interpreted kernel refuses.
+INTERPRETER_VMA = Refuse(
+    NotImplementedError,
+    r"the kernel: the operands vary over the mesh axes .* pass check_vma=False",
+    "interpreted only: refused, pass check_vma=False; compiled, it runs",
+)
+
+SPEC = OpSpec(
+    name="softmax",
+    op=partial(softmax, implementation="kernel"),
+    auto_op=partial(softmax_partitioned, implementation="kernel"),
+    reference=softmax_reference,
+    oracle=None,  # the reference, run in float64
+    args=(Arg("x", ("m", "n")),),
+    outputs=(("m", "n"),),
+    sizes={"m": 16, "n": 16},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    shard_map_axes=("m",),
+    symbolic_axis="m",
+    platforms={"cpu": "", "tpu": r"tpu_custom_call"},
+    extra_collectives={"jit-auto-n": "n is gathered: each row whole on one device"},
+    refuse={
+        "jit-explicit-n": SHARDED_ROW,
+        "jit-explicit-set-mesh-n": SHARDED_ROW,
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-*": FLOAT64,
+        "shard-map-*": INTERPRETER_VMA,
+    },
+)
