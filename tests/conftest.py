@@ -92,7 +92,11 @@ def covering_combinations(rung):
     type-checked and held to the repository standard; an interaction of three
     options that two never show would go unseen, which the templates' options
     (each changes a separate part of the project) make unlikely."""
-    combinations = list(option_combinations(rung))
+    # The skeleton (example=none: issue 25) is one more combination, the other
+    # options at their defaults; the worked example is crossed with the rest.
+    every = list(option_combinations(rung))
+    combinations = [c for c in every if c.get("example") != "none"]
+    skeletons = [c for c in every if c.get("example") == "none"][:1]
 
     def pairs(combo):
         items = sorted(combo.items())
@@ -104,7 +108,7 @@ def covering_combinations(rung):
         best = max(combinations, key=lambda c: len(pairs(c) & missing))
         chosen.append(best)
         missing -= pairs(best)
-    return chosen
+    return chosen + skeletons
 
 
 def repository_variants(rung):
@@ -124,6 +128,15 @@ ALL_COMBINATIONS = [
     pytest.param((rung, combo), id=combination_id(rung, combo))
     for rung in available()
     for combo in option_combinations(rung)
+]
+# The worked example's combinations and the default skeleton: the skeleton
+# differs from the example only in the op's files, so checks of the rest of
+# the project (repository standard, types) need it once, not per option.
+EXAMPLE_AND_SKELETON = [
+    param
+    for param in ALL_COMBINATIONS
+    if param.values[0][1].get("example") != "none"
+    or param.values[0][1] == covering_combinations(param.values[0][0])[-1]
 ]
 TESTED_COMBINATIONS = [
     pytest.param((rung, combo), id=combination_id(rung, combo))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,10 +29,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forked_pytest import ForkedPytest
+
 # Every category a template's list must cover, unless it says why not.
 CATEGORIES = ("values", "gradient", "edge", "sharding", "dtype", "validation")
 MIN_MUTANTS = 5  # per template
 MIN_PER_COMBINATION = 3  # applicable, non-survivor mutants per option combination
+MIN_PER_SKELETON = 1  # example=none: its identity op and its reference disagree
+SKELETON = "none"  # the `example` option's value for the skeleton (issue 25)
 TIMEOUT_S = 600  # a hung test run counts as killed, but says so
 COMPILED_SUFFIXES = {".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".txt"}
 # A mutant's rebuild compiles CUDA for one architecture, not the project's
@@ -45,7 +48,9 @@ MUTANT_BUILD_CONFIG = ("cmake.define.CMAKE_CUDA_ARCHITECTURES=90",)
 class Mutant:
     name: str
     category: str
-    file: str  # relative to the generated project; {package} is the package name
+    # relative to the generated project; {package} and {op} are the package
+    # and op names
+    file: str
     original: str
     replacement: str
     breaks: str
@@ -54,10 +59,14 @@ class Mutant:
     survives: str = ""  # non-empty: a justified survivor, not run
 
     def applies_to(self, options: dict[str, str]) -> bool:
+        """Whether the mutant's `when` holds; one that does not name `example`
+        is a slip in the worked example, absent from the skeleton."""
+        if "example" not in self.when and options.get("example") == SKELETON:
+            return False
         return all(options.get(key) == value for key, value in self.when.items())
 
-    def path(self, project: Path, package: str) -> Path:
-        return project / self.file.format(package=package)
+    def path(self, project: Path, package: str, op: str) -> Path:
+        return project / self.file.format(package=package, op=op)
 
     @property
     def compiled(self) -> bool:
@@ -108,10 +117,18 @@ def package_of(project: Path) -> str:
     return init.parent.name
 
 
+def op_name_of(template: Path, options: dict[str, str]) -> str:
+    """The op name a bake with these options has (cookiecutter.json's default
+    derives it from `example`)."""
+    from jax_ladder.options import load_options, resolve
+
+    return str(resolve(load_options(template), options).get("op_name", ""))
+
+
 @contextmanager
-def applied(project: Path, mutant: Mutant, package: str) -> Iterator[None]:
+def applied(project: Path, mutant: Mutant, package: str, op: str) -> Iterator[None]:
     """The project with the mutant applied; the file is restored afterwards."""
-    path = mutant.path(project, package)
+    path = mutant.path(project, package, op)
     text = path.read_text()
     count = text.count(mutant.original)
     if count != 1:
@@ -132,12 +149,14 @@ class Project:
     copied into src/<package>/, so a Python mutant needs no rebuild and a C++
     mutant rebuilds incrementally (the project's fixed build-dir)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, op: str):
         self.path = path
+        self.op = op
         self.package = package_of(path)
         self.compiled = (path / "CMakeLists.txt").is_file()
         # The extension modules as first built, put back after each C++ mutant.
         self._pristine: dict[Path, bytes] = {}
+        self._runs: ForkedPytest | None = None
         if self.compiled:
             ok, output = self._install_build()
             if not ok:
@@ -166,26 +185,21 @@ class Project:
             module.write_bytes(data)
 
     def pytest(self, *args: str) -> tuple[int, str]:
-        env = {**os.environ, "PYTHONPATH": str(self.path / "src")}
-        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args]
-        try:
-            proc = subprocess.run(
-                command,
-                cwd=self.path,
-                env=env,
-                text=True,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return -1, "timed out"
-        return proc.returncode, proc.stdout
+        """`pytest -x ARGS` in a fresh process (forked from a server that has
+        imported JAX once: forked_pytest.py)."""
+        if self._runs is None:
+            env = {**os.environ, "PYTHONPATH": str(self.path / "src")}
+            self._runs = ForkedPytest(self.path, env)
+        return self._runs.run(["-x", "-q", "-p", "no:cacheprovider", *args], TIMEOUT_S)
+
+    def close(self) -> None:
+        if self._runs is not None:
+            self._runs.close()
 
     def run_mutant(self, mutant: Mutant) -> Outcome:
         start = time.perf_counter()
         try:
-            with applied(self.path, mutant, self.package):
+            with applied(self.path, mutant, self.package, self.op):
                 if mutant.compiled and self.compiled:
                     ok, output = self._install_build(MUTANT_BUILD_CONFIG)
                     if not ok:
@@ -268,8 +282,9 @@ def combination_problems(mutations: MutationList, combinations: list[dict[str, s
     ]
     for combo in combinations:
         count = sum(m.applies_to(combo) for m in live)
-        if count < MIN_PER_COMBINATION:
-            problems.append(f"{combo}: {count} applicable mutants; at least {MIN_PER_COMBINATION}")
+        least = MIN_PER_SKELETON if combo.get("example") == SKELETON else MIN_PER_COMBINATION
+        if count < least:
+            problems.append(f"{combo}: {count} applicable mutants; at least {least}")
     return problems
 
 
@@ -291,7 +306,7 @@ def _main() -> int:
         path = cookiecutter(
             str(args.template), no_input=True, extra_context=options, output_dir=out
         )
-        project = Project(Path(path))
+        project = Project(Path(path), op_name_of(args.template, combo))
         chosen = [m for m in mutations.mutants if m.applies_to(combo) and not m.survives]
         chosen = [m for m in chosen if not args.only or m.name in args.only]
         killed = 0
@@ -300,6 +315,7 @@ def _main() -> int:
             killed += outcome.killed
             fate = "killed" if outcome.killed else ("INVALID" if not outcome.valid else "SURVIVED")
             print(f"{fate:<9} {outcome.seconds:6.1f}s  {mutant.name}: {outcome.detail}", flush=True)
+        project.close()
     print(f"{killed}/{len(chosen)} killed for {combo}")
     return 0 if killed == len(chosen) else 1
 

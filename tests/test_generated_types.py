@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ALL_COMBINATIONS
+from conftest import EXAMPLE_AND_SKELETON
 
 from jax_ladder.scaffold import scaffold
 
@@ -24,7 +24,7 @@ def mypy_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("mypy-cache")
 
 
-@pytest.mark.parametrize("combination", ALL_COMBINATIONS)
+@pytest.mark.parametrize("combination", EXAMPLE_AND_SKELETON)
 def test_src_passes_strict_mypy(combination, tmp_path, mypy_cache):
     rung, combo = combination
     project = scaffold(rung, tmp_path, combo)

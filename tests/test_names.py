@@ -1,6 +1,6 @@
 """One name rule, templates/name_rules.py, for `jax-ladder new` and for plain
 cookiecutter (every template's pre-gen hook): both accept and refuse exactly
-the same project and package names."""
+the same project, package and op names."""
 
 import os
 import subprocess
@@ -44,6 +44,20 @@ CASES = [  # (option, value, accepted)
     ("package_name", "os", False),
     ("package_name", "numpy", False),
     ("package_name", "opt_einsum", False),
+    # The op's name: its module, functions, tests and FFI targets.
+    ("op_name", "softmax", True),
+    ("op_name", "log_sum_exp2", True),
+    ("op_name", "o" * 32, True),
+    ("op_name", "o" * 33, False),
+    ("op_name", "Softmax", False),  # also a C++ macro prefix when upper-cased
+    ("op_name", "soft-max", False),
+    ("op_name", "2norm", False),
+    ("op_name", "norm_", False),
+    ("op_name", "", False),
+    ("op_name", "lambda", False),
+    ("op_name", "reference", False),  # the machinery's own module
+    ("op_name", "test_op", False),  # pytest would collect it
+    ("op_name", "math", False),
 ]
 
 

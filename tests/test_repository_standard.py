@@ -5,7 +5,8 @@ their schemas, pyproject.toml against its own, every Markdown file is as
 mdformat (the project's pre-commit hook, with its .mdformat.toml) leaves it,
 and the accelerator_ci option installs the chosen workflow.
 
-Variants: every combination of code options (conftest.ALL_COMBINATIONS) and
+Variants: every combination of the worked example's code options and the default
+skeleton (conftest.EXAMPLE_AND_SKELETON), and
 each non-default value of a repository option (licence, accelerator CI). They
 are baked once, in one fixture, and each tool runs once over all of them (or
 in this process), so that this costs about as much as the bakes; all checks
@@ -20,7 +21,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ALL_COMBINATIONS, combination_id, repository_variants
+from conftest import EXAMPLE_AND_SKELETON, combination_id, repository_variants
 from repo_review.processor import process
 from validate_pyproject.api import Validator
 from validate_pyproject.errors import ValidationError
@@ -28,7 +29,7 @@ from validate_pyproject.errors import ValidationError
 from jax_ladder.rungs import available, template_dir
 from jax_ladder.scaffold import scaffold
 
-VARIANTS = [param.values[0] for param in ALL_COMBINATIONS] + [
+VARIANTS = [param.values[0] for param in EXAMPLE_AND_SKELETON] + [
     (rung, combo) for rung in available() for combo in repository_variants(rung)
 ]
 BIN = Path(sys.executable).parent  # the tools' console scripts, beside this Python

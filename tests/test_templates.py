@@ -8,7 +8,9 @@ test_wheels.py installs each default project's wheel into a new environment.
 import re
 import subprocess
 import sys
+import tomllib
 
+import adapt
 import mutation
 import pytest
 from conftest import (
@@ -71,6 +73,27 @@ def test_baked_project_has_the_promised_layout(baked):
     assert (package / "reference.py").is_file()
 
 
+def test_every_generated_file_has_a_role_in_the_adapt_table(request, baked):
+    # Runs early for each baked project, before its tests build anything.
+    rung, combo = request.node.callspec.params["baked"]
+    template = template_dir(rung)
+    op = mutation.op_name_of(template, combo)
+    entries = adapt.load(template)
+    assert adapt.role_problems(baked, entries, combo, mutation.package_of(baked), op) == []
+
+
+def test_test_dependencies_include_what_jax_export_imports(baked):
+    # The conformance matrix's export cells serialize, for which jax imports
+    # flatbuffers without depending on it: a fresh environment with only the
+    # project's declared test dependencies must have it (the kit's own
+    # environment would hide its absence).
+    pyproject = tomllib.loads((baked / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["test"]
+    group = pyproject["dependency-groups"]["test"]
+    for declared in (extra, group):
+        assert any(str(r).startswith("flatbuffers") for r in declared), declared
+
+
 def plain_cookiecutter(template, output_dir, *extra):
     """The cookiecutter CLI on this repository, as a user with a clone runs it."""
     command = [sys.executable, "-m", "cookiecutter", str(REPO), "--directory", template]
@@ -121,8 +144,8 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     One test, so that one build (minutes for a CUDA bake) serves both and the
     baseline is known to pass before any mutant runs. (xdist's loadgroup cannot
     keep separate tests together here: pytest 9.2 ignores its node-id rewrite.)"""
-    built = mutation.Project(baked)
     rung, combo = request.node.callspec.params["baked"]
+    built = mutation.Project(baked, mutation.op_name_of(template_dir(rung), combo))
     combinations = covering_combinations(rung)
     here = combinations.index(combo)
     # The conformance matrix's cells run in each template's default
@@ -131,7 +154,8 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     # the tests their template's mutations.toml names under [only_tests].
     mutations = mutation.load(template_dir(rung))
     only = mutations.tests_for(combo)
-    matrix = ("--deselect", "tests/test_conformance.py::test_cell") if here else ()
+    skeleton = combo.get("example") == mutation.SKELETON
+    matrix = ("--deselect", "tests/test_conformance.py::test_cell") if here and not skeleton else ()
     run = run_project_tests(baked, code=baked / "src", extra_args=only or matrix)
     assert run.ok, run.output[-5000:]
     if not only:  # (a selection may compare no numbers, e.g. ffi's CUDA build checks)
@@ -142,6 +166,7 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     chosen = mutation.spread(mutations, combinations)
     mutants = [m for m in mutations.mutants if chosen.get(m.name) == here]
     outcomes = [built.run_mutant(m) for m in mutants]
+    built.close()
     killed = sum(o.killed for o in outcomes)
     seconds = sum(o.seconds for o in outcomes)
     request.node.user_properties.append(

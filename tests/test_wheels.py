@@ -26,9 +26,9 @@ from jax_ladder.scaffold import scaffold
 
 # cibuildwheel's test step (what it copies next to the installed wheel, the
 # extras it installs, the command) comes from a compiled project's
-# [tool.cibuildwheel], so this test runs what the release workflow runs. The
-# pure-Python projects' release runs no tests on its one wheel; here they get
-# the same steps with these values.
+# [tool.cibuildwheel], so this test runs what the release workflow runs. A
+# pure-Python project's cd.yml tests its one wheel the same way, with these
+# values written out as shell steps.
 PURE_WHEEL_TEST = {
     "test-sources": ["tests", "pyproject.toml"],
     "test-extras": ["test"],

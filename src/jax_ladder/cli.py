@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
-from jax_ladder import __version__, doctor, doctor_project, locate, pythons
+from jax_ladder import __version__, adopt, changelog, doctor, doctor_project, locate, pythons
 from jax_ladder import recommend as rec
 from jax_ladder import update as updating
+from jax_ladder.generation import rebuild_commands
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments, parse_value
 from jax_ladder.rungs import LADDER, Rung, available, by_name, docs_dir, template_dir
 from jax_ladder.runner import TestRun, needs_build, run_project_tests
@@ -157,6 +158,7 @@ def cmd_new(args: Args) -> int:
     print("  python -m pip install -e '.[test]'")
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
+    print("Then make it your op: README.md's 'Adapt it' table names the files that are yours.")
     return 0
 
 
@@ -173,13 +175,34 @@ def _add_update(sub: Subparsers) -> None:
     update.add_argument(
         "--no-input", action="store_true", help="new template options take their defaults"
     )
+    update.add_argument(
+        "--adopt",
+        action="store_true",
+        help="a project from a release before 0.2.0 (no .jax-ladder/): take its first commit "
+        "as the generated state",
+    )
+    update.add_argument("--base", metavar="COMMIT", help="with --adopt: the generation commit")
+    update.add_argument("--rung", help="with --adopt: the project's rung, if not recognised")
+    update.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --adopt: an answer the project was generated with (repeatable)",
+    )
 
 
 def cmd_update(args: Args) -> int:
     merging = not (args.check or args.diff)
     interactive = merging and not args.no_input and sys.stdin.isatty()
+    if not args.adopt and (args.base or args.rung or args.set):
+        raise UsageError("--base, --rung and --set go with --adopt")
+    if args.adopt:
+        _adopt(args)
     renders = updating.load(
-        args.project, prompt=_ask if interactive else None, require_committed=merging
+        args.project,
+        prompt=_ask if interactive else None,
+        require_committed=merging and not args.adopt,
     )
     changes = updating.template_changes(renders)
     if args.check:
@@ -198,8 +221,44 @@ def cmd_update(args: Args) -> int:
             return 0
         sys.stdout.write(updating.diff(renders))
         return 0
+    _print_changelog(renders.generation.kit_version)
     plan = updating.apply(args.project, renders)
-    return _report_update(args.project, plan)
+    status = _report_update(args.project, plan)
+    if plan.changed:
+        rung = _rung_or_error(renders.generation.rung)
+        for data, command in rebuild_commands(template_dir(rung)).items():
+            run = command.format(**renders.answers)
+            print(
+                f"  REBUILD  {data}: generated data, which update never merges; after an "
+                f"update that changed the op or its format, run: {run}"
+            )
+    return status
+
+
+def _print_changelog(since: str) -> None:
+    """The CHANGELOG.md entries between the project's kit and this one."""
+    path = changelog.changelog_path()
+    if not path.is_file():
+        return
+    entries = changelog.entries_between(path.read_text(), since, __version__)
+    if entries:
+        print(f"What changed since jax-ladder {since} (CHANGELOG.md):\n")
+        print("\n\n".join(entries) + "\n")
+
+
+def _adopt(args: Args) -> None:
+    """Record an earlier release's project's state (adopt.py), then update as usual."""
+    if not args.project.is_dir():
+        raise UsageError(f"{str(args.project)!r} is not a directory")
+    updating.refuse_uncommitted_work(args.project)
+    rung = _rung_or_error(args.rung) if args.rung else None
+    given = {}
+    if args.set:
+        chosen = rung or adopt.infer_rung(adopt.files_at(args.project, "HEAD"))
+        given = parse_assignments(load_options(template_dir(chosen)), args.set)
+    _, notes = adopt.adopt(args.project.resolve(), args.base, given, rung)
+    for note in notes:
+        print(f"  {note}")
 
 
 def _name(project: Path) -> str:

@@ -45,6 +45,6 @@ if problem:
         f"error: {problem}, so it is not a usable Python package name; "
         "choose another project_name or package_name"
     )
-problem = rules["op_name_problem"]({{ cookiecutter.op_name | default("") | tojson }} or "op")
+problem = rules["op_name_problem"]({{ cookiecutter.op_name | tojson }})
 if problem:
     sys.exit(f"error: {problem}; choose another op_name")

@@ -1,0 +1,131 @@
+"""A starter becomes the user's own op in the files its adapt table marks
+theirs (issue 25): the README's table is current, another op name leaves no
+trace of the example, the skeleton marks exactly those files, and a second op
+the kit does not ship passes the whole generated suite after writing only them.
+
+The second ops live in tests/adapted/<rung>/: `recipe.toml` (the options to
+bake with, the optional files the op does not use, why this op) and `files/`,
+the op's files at their generated paths.
+"""
+
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import adapt
+import mutation
+import pytest
+from conftest import REPO
+
+from jax_ladder.options import load_options
+from jax_ladder.rungs import available, template_dir
+from jax_ladder.runner import run_project_tests
+from jax_ladder.scaffold import scaffold
+
+RUNGS = [pytest.param(rung, id=rung.name) for rung in available()]
+ADAPTED = REPO / "tests" / "adapted"
+# The files a second op may write: the reference, the extension and the
+# declaration; ffi's op is also its C++ kernel.
+MOST_FILES = {"ffi": 4}
+THEIRS = {"yours", "declaration"}
+
+
+def example_of(rung) -> str:
+    return str(load_options(template_dir(rung))["example"].choices[0])
+
+
+def spellings(name: str) -> set[str]:
+    """How an op name can appear in code: rms_norm, RMS_NORM, RmsNorm, rms-norm."""
+    words = name.split("_")
+    return {name, name.upper(), "".join(w.title() for w in words), "-".join(words)}
+
+
+def text_of(path: Path) -> str | None:
+    data = path.read_bytes()
+    return None if b"\0" in data else data.decode(errors="replace")
+
+
+@pytest.mark.parametrize("rung", RUNGS)
+def test_readme_adapt_table_is_the_one_adapt_toml_renders(rung):
+    readme = adapt.readme_path(template_dir(rung)).read_text()
+    assert adapt.START in readme, f"{rung.name}: README has no {adapt.START} block"
+    wanted = adapt.readme_with_table(readme, adapt.load(template_dir(rung)))
+    assert readme == wanted, f"run: python tests/adapt.py --write templates/{rung.name}"
+
+
+@pytest.mark.parametrize("rung", RUNGS)
+def test_another_op_name_leaves_no_trace_of_the_example(tmp_path, rung):
+    op = "zz_other_op"
+    project = scaffold(rung, tmp_path, {"project_name": "trace-check", "op_name": op})
+    entries = adapt.load(template_dir(rung))
+    options = {"example": example_of(rung)}
+    traces = []
+    for relative in adapt.generated_files(project):
+        entry = adapt.role_of(relative, entries, options, "trace_check", op)
+        if entry is not None and entry.role == "yours":
+            continue  # the example's own mathematics
+        text = text_of(project / relative) or ""
+        traces += [
+            f"{relative}: {spelling}"
+            for spelling in spellings(example_of(rung))
+            if spelling in relative or re.search(rf"\b{re.escape(spelling)}\b", text)
+        ]
+    assert traces == []
+
+
+@pytest.mark.parametrize("rung", RUNGS)
+def test_skeleton_marks_todo_in_exactly_the_files_that_are_yours(tmp_path, rung):
+    project = scaffold(rung, tmp_path, {"example": "none"})
+    options = {"example": "none"}
+    entries = adapt.load(template_dir(rung))
+    package = mutation.package_of(project)
+    op = mutation.op_name_of(template_dir(rung), options)
+    marked, theirs = set(), set()
+    for relative in adapt.generated_files(project):
+        entry = adapt.role_of(relative, entries, options, package, op)
+        if entry is not None and entry.role in THEIRS:
+            theirs.add(relative)
+        if "TODO" in (text_of(project / relative) or ""):
+            marked.add(relative)
+    assert marked == theirs
+
+
+def recipe_of(rung) -> dict:
+    recipe = tomllib.loads((ADAPTED / rung.name / "recipe.toml").read_text())
+    recipe.setdefault("delete", recipe.get("options", {}).pop("delete", []))
+    return recipe
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rung", RUNGS)
+def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
+    """Bake the worked example under the second op's name, delete what the
+    recipe says it does not use (only files marked optional), write the
+    second op's files (only files marked yours or declaration, at most three)
+    and run the whole generated suite, the conformance matrix included."""
+    recipe = recipe_of(rung)
+    options = {"project_name": recipe["project_name"], **recipe.get("options", {})}
+    project = scaffold(rung, tmp_path, options)
+    package = mutation.package_of(project)
+    op = str(options["op_name"])
+    combo = {k: str(v) for k, v in options.items()}
+    combo.setdefault("example", example_of(rung))
+    entries = adapt.load(template_dir(rung))
+
+    def role(relative):
+        entry = adapt.role_of(relative, entries, combo, package, op)
+        return entry.role if entry else None
+
+    for relative in recipe["delete"]:
+        assert role(relative) == "optional", f"{relative} is deleted but not marked optional"
+        (project / relative).unlink()
+    files = ADAPTED / rung.name / "files"
+    written = sorted(p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file())
+    assert {r: role(r) for r in written if role(r) not in THEIRS} == {}
+    assert len(written) <= MOST_FILES.get(rung.name, 3), written
+    shutil.copytree(files, project, dirs_exist_ok=True)
+
+    mutation.Project(project, op)  # builds a compiled project into src/
+    run = run_project_tests(project, code=project / "src")
+    assert run.ok, run.output[-5000:]
