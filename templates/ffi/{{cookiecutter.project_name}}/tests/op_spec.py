@@ -10,7 +10,9 @@ communication), and for each cell the op does not support, the error it
 raises and what to use instead.
 """
 
+{% if cookiecutter.example != "none" -%}
 import numpy as np
+{% endif -%}
 from jax import export
 
 from {{ cookiecutter.package_name }} import FORWARD, TARGETS, {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
