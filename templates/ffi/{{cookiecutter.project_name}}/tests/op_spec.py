@@ -10,9 +10,7 @@ communication), and for each cell the op does not support, the error it
 raises and what to use instead.
 """
 
-{% if cookiecutter.example != "none" -%}
 import numpy as np
-{% endif -%}
 from jax import export
 
 from {{ cookiecutter.package_name }} import FORWARD, TARGETS, {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
@@ -49,11 +47,15 @@ ORACLE = {{ cookiecutter.op_name }}_f64
 VALUES = Ulps(at_value=0)
 GRADIENTS = Ulps(at_value=0)
 
-# TODO: an independent float64 NumPy oracle for your op, e.g.
-#     def {{ cookiecutter.op_name }}_f64(x, eps=1e-6): return np.asarray(x, np.float64) * 1
-# None: the reference run in float64 (independent of the op, not of the
-# reference's formula).
-ORACLE = None
+
+# TODO: an independent float64 NumPy oracle for your op (the identity's here).
+def {{ cookiecutter.op_name }}_f64(x, eps=1e-6):
+    """The float64 oracle: x itself."""
+    del eps
+    return np.asarray(x, dtype=np.float64) * 1
+
+
+ORACLE = {{ cookiecutter.op_name }}_f64
 {%- endif %}
 
 SPEC = OpSpec(
