@@ -1,14 +1,28 @@
-"""Drop the CUDA handler (and the workflow that compiles it) unless it was asked for. CMakeLists.txt builds it only
-when the file exists (and a CUDA compiler is found), and kernel_check.cc checks
-the CUDA kernels' row arithmetic only when rms_norm_block.h exists, so C++ and
-CMake files stay free of Jinja. Keep the chosen accelerator workflow, if any."""
+"""Put the op's C++ rows in place: _kernels/<example>_kernels.h becomes
+csrc/<op_name>_kernels.h (CMake finds it by that name), so C++ stays free of
+Jinja. The skeleton (example=none) drops what only the worked example needs.
+Drop the CUDA handler (and the workflow that compiles it) unless it was asked
+for: CMakeLists.txt builds it only when the file exists (and a CUDA compiler
+is found), and kernel_check.cc checks the CUDA kernels' rows only when
+cuda_block.h exists. Keep the chosen accelerator workflow, if any."""
 
 import shutil
 from pathlib import Path
 
+EXAMPLE = "{{ cookiecutter.example }}"
+OP = "{{ cookiecutter.op_name }}"
+
+Path(f"_kernels/{EXAMPLE}_kernels.h").replace(Path(f"csrc/{OP}_kernels.h"))
+shutil.rmtree("_kernels")
+
+if EXAMPLE == "none":
+    # The example's own tests, and the optional speed-up (see README.md).
+    Path(f"tests/test_{OP}.py").unlink(missing_ok=True)
+    Path("csrc/huge_pages.h").unlink(missing_ok=True)
+
 if "{{ cookiecutter.cuda }}" != "yes":
-    Path("csrc/rms_norm_cuda.cu").unlink(missing_ok=True)
-    Path("csrc/rms_norm_block.h").unlink(missing_ok=True)
+    Path("csrc/cuda_handlers.cu").unlink(missing_ok=True)
+    Path("csrc/cuda_block.h").unlink(missing_ok=True)
     Path("tests/test_cuda.py").unlink(missing_ok=True)
     Path(".github/workflows/cuda.yml").unlink(missing_ok=True)
 

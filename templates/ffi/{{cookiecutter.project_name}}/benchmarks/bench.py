@@ -24,13 +24,13 @@ alternation as the two ops (one thread):
   write: the kernel zeroes each fresh page on its first write (NumPy, like
   this handler, asks for transparent huge pages for large arrays).
 
-RMS normalisation is memory-bound, so these fractions, not FLOPs, say how
+A row-wise op like this one is usually memory-bound, so these fractions, not FLOPs, say how
 much is left to gain. For XLA itself, "jit copy" times jax.jit(lambda x: 2 * x):
 one read and one write per element into XLA's own fresh output.
 
 Much of the time for 64 MB of fresh output is the kernel's page faults: the
 handler asks for huge pages on its output and pre-faults it (see
-csrc/rms_norm_parallel.h), while XLA's buffers take 4 KiB faults unless
+csrc/huge_pages.h), while XLA's buffers take 4 KiB faults unless
 GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (on Linux with glibc) asks for huge
 pages for them too.
 """
@@ -44,7 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from {{ cookiecutter.package_name }} import rms_norm, rms_norm_reference
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as op
+from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference as reference
 
 
 def forward_and_backward(f):
@@ -121,21 +122,21 @@ def main():
         x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         cases = [
-            ("forward", jax.jit(rms_norm), jax.jit(rms_norm_reference), (x,), 2 * nbytes),
+            ("forward", jax.jit(op), jax.jit(reference), (x,), 2 * nbytes),
             (
                 "fwd+bwd",
-                forward_and_backward(rms_norm),
-                forward_and_backward(rms_norm_reference),
+                forward_and_backward(op),
+                forward_and_backward(reference),
                 (x, g),
                 5 * nbytes,
             ),
         ]
-        for name, ffi, reference, operands, moved in cases:
-            error = max_error(ffi(*operands), reference(*operands))
+        for name, ffi, ref, operands, moved in cases:
+            error = max_error(ffi(*operands), ref(*operands))
             # Both ops and the copies, in one alternation: a shared machine's
             # drift hits all of them alike.
             t_ffi, t_ref, t_used, t_fresh, t_jit = median_seconds(
-                [ffi, reference, *copies(nbytes), lambda x, *_: jit_copy(x)], operands, repeats
+                [ffi, ref, *copies(nbytes), lambda x, *_: jit_copy(x)], operands, repeats
             )
             used, fresh, xla_copy = (2 * nbytes / t for t in (t_used, t_fresh, t_jit))
             print(

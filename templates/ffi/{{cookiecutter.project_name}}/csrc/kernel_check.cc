@@ -1,11 +1,17 @@
-// A standalone check of the kernels, the handlers' own path (run_forward and
-// run_backward: the row-parallel loop and the huge-page advice) and the
-// handlers' exception guard, outside XLA: each result is compared with a naive
-// double-precision loop. Its point is to run under AddressSanitizer and
-// UndefinedBehaviorSanitizer, which do not load cleanly into a Python
-// process beside jaxlib (see README.md):
+// A standalone check of the machinery around the op's rows, outside XLA:
+// the CPU kernels (CpuRow's vectorised sums), the handlers' own path
+// (run_forward and run_backward: the row-parallel loop and, where
+// huge_pages.h exists, the huge-page advice), the loop with a pool that
+// refuses tasks, the handlers' exception guard and, in a project with the
+// CUDA handler (cuda_block.h present), the CUDA kernels' way of running a
+// row, compiled for the CPU. Each result is compared with the op's own
+// forward_row and backward_row (csrc/<op>_kernels.h) run by a direct row
+// loop, so the checks hold for any op; whether the op's formulas are right
+// is for the Python tests, against the reference. Its point is to run
+// under AddressSanitizer and UndefinedBehaviorSanitizer, which do not load
+// cleanly into a Python process beside jaxlib (see README.md):
 //
-//   cmake -S . -B build/asan -DRMS_NORM_MODULE=OFF -DRMS_NORM_SANITIZE=ON
+//   cmake -S . -B build/asan -DFFI_MODULE=OFF -DFFI_SANITIZE=ON
 //         -DCMAKE_BUILD_TYPE=RelWithDebInfo
 //   cmake --build build/asan --target kernel_check && build/asan/kernel_check
 //
@@ -14,8 +20,7 @@
 //
 // tests/test_kernel_check.py does this, in a build folder it keeps. Exit
 // status 0 means every check passed; a sanitizer report aborts with a
-// non-zero status. In a project with the CUDA handler (rms_norm_block.h
-// present) it also runs the CUDA kernels' row arithmetic here, on the CPU.
+// non-zero status.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -37,16 +42,20 @@
 #include <utility>
 #include <vector>
 
-#include "rms_norm_guard.h"
-#include "rms_norm_kernels.h"
-#include "rms_norm_parallel.h"
-#include "rms_norm_run.h"
-#if __has_include("rms_norm_block.h")
-#include "rms_norm_block.h"
-#define RMS_NORM_CHECK_CUDA_ROWS 1
+#include "cpu_rows.h"
+#include "guard.h"
+#include "op.h"
+#include "parallel.h"
+#include "run.h"
+#if __has_include("cuda_block.h")
+#include "cuda_block.h"
+#define ROWWISE_CHECK_CUDA_ROWS 1
+#endif
+#if __has_include("huge_pages.h") && defined(__linux__)
+#define ROWWISE_CHECK_HUGE_PAGES 1
 #endif
 
-using namespace rms_norm;
+using namespace rowwise;
 
 namespace {
 
@@ -128,6 +137,8 @@ const char* name(const float*) { return "float32"; }
 const char* name(const double*) { return "float64"; }
 const char* name(const BFloat16*) { return "bfloat16"; }
 
+// Relative to the row's largest output: the paths differ only in the order
+// of their double sums, and in what that does to the final roundings.
 double tolerance(const float*) { return 2e-6; }
 double tolerance(const double*) { return 1e-13; }
 double tolerance(const BFloat16*) { return 1e-2; }
@@ -145,96 +156,96 @@ T from_double(double v) {
   }
 }
 
+// The direct row loop: the Row of rowwise.h at its plainest, one sum in
+// index order. What every path below is compared with.
+template <typename T>
+struct DirectRow {
+  using Compute = typename Traits<T>::Compute;
+  std::int64_t n;
+  static Compute load(T v) { return Traits<T>::load(v); }
+  static T store(Compute v) { return Traits<T>::store(v); }
+  template <typename F>
+  Accumulator sum(F&& f) const {
+    Accumulator total = 0;
+    for (std::int64_t i = 0; i < n; ++i) total += f(i);
+    return total;
+  }
+  template <typename F>
+  Accumulator max(F&& f) const {
+    Accumulator best = f(0);
+    for (std::int64_t i = 1; i < n; ++i) best = std::max<Accumulator>(best, f(i));
+    return best;
+  }
+  template <typename F>
+  void each(F&& f) const {
+    for (std::int64_t i = 0; i < n; ++i) f(i);
+  }
+};
+
 // Inputs and outputs of one check: rows x n elements of x (normal, times
-// `scale`) and of the cotangent g (normal); y, dx and rinv start at zero.
+// `scale`) and of the cotangent g (normal); y, dx and the residual start at
+// zero.
 template <typename T>
 struct Rows {
   using R = typename Traits<T>::Residual;
   Rows(std::int64_t rows, std::int64_t n, double scale, std::mt19937& gen)
-      : rows(rows), n(n), x(rows * n), g(rows * n), y(rows * n), dx(rows * n), rinv(rows) {
+      : rows(rows), n(n), x(rows * n), g(rows * n), y(rows * n), dx(rows * n), residual(rows) {
     std::normal_distribution<double> normal;
     for (auto& v : x) v = from_double<T>(scale * normal(gen));
     for (auto& v : g) v = from_double<T>(normal(gen));
   }
   std::int64_t rows, n;
-  double eps = 1e-6;
+  double attribute = 1e-6;
   std::vector<T> x, g, y, dx;
-  std::vector<R> rinv;
+  std::vector<R> residual;
 };
 
-// 1 / rms of each row, in double from the stored x.
-template <typename T>
-std::vector<double> exact_rinv(const Rows<T>& c) {
-  std::vector<double> r(c.rows);
-  for (std::int64_t row = 0; row < c.rows; ++row) {
-    double ss = 0;
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      const double v = as_double(c.x[row * c.n + i]);
-      ss += v * v;
-    }
-    r[row] = 1 / std::sqrt(ss / c.n + c.eps);
-  }
-  return r;
-}
-
-template <typename T>
-void expect_forward(const Rows<T>& c, const std::string& what) {
-  const double tol = tolerance(c.x.data());
-  const std::vector<double> r = exact_rinv(c);
-  bool y_ok = true, r_ok = true;
-  for (std::int64_t row = 0; row < c.rows; ++row) {
-    r_ok &= std::abs(static_cast<double>(c.rinv[row]) - r[row]) <= tol * r[row];
-    double y_scale = 0;
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      y_scale = std::max(y_scale, std::abs(as_double(c.x[row * c.n + i]) * r[row]));
-    }
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      const double want = as_double(c.x[row * c.n + i]) * r[row];
-      y_ok &= std::abs(as_double(c.y[row * c.n + i]) - want) <= tol * (std::abs(want) + y_scale);
-    }
-  }
-  const std::string label = what + " " + name(c.x.data());
-  expect(r_ok, label + " rinv" + shape(c.rows, c.n));
-  expect(y_ok, label + " forward" + shape(c.rows, c.n));
-}
-
-template <typename T>
-void expect_backward(const Rows<T>& c, const std::string& what) {
-  const double tol = tolerance(c.x.data());
-  const std::vector<double> r = exact_rinv(c);
+// a and b agree within tol of each row's largest |b|.
+template <typename V>
+bool rows_agree(const std::vector<V>& a, const std::vector<V>& b, std::int64_t rows,
+                std::int64_t n, double tol) {
   bool ok = true;
-  for (std::int64_t row = 0; row < c.rows; ++row) {
-    double gx = 0;
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      gx += as_double(c.g[row * c.n + i]) * as_double(c.x[row * c.n + i]);
-    }
-    std::vector<double> want(c.n);
+  for (std::int64_t row = 0; row < rows; ++row) {
     double scale = 0;
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      const double term1 = r[row] * as_double(c.g[row * c.n + i]);
-      const double term2 = r[row] * r[row] * r[row] * gx / c.n * as_double(c.x[row * c.n + i]);
-      want[i] = term1 - term2;
-      // The two terms cancel when g is nearly parallel to x (always, for
-      // n = 1): the error is relative to the terms, not to their difference.
-      scale = std::max(scale, std::abs(term1) + std::abs(term2));
-    }
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      ok &= std::abs(as_double(c.dx[row * c.n + i]) - want[i]) <=
-            10 * tol * (std::abs(want[i]) + scale);
+    for (std::int64_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(as_double(b[row * n + i])));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double got = as_double(a[row * n + i]), want = as_double(b[row * n + i]);
+      ok &= std::isnan(want) ? std::isnan(got) : std::abs(got - want) <= tol * (std::abs(want) + scale);
     }
   }
-  expect(ok, what + " " + name(c.x.data()) + " backward" + shape(c.rows, c.n));
+  return ok;
+}
+
+// c's outputs against the direct row loop on the same inputs: y and the
+// residual, and (backward_too) dx from c's own residual.
+template <typename T>
+void expect_direct(const Rows<T>& c, const std::string& what, bool backward_too) {
+  Rows<T> want = c;
+  const DirectRow<T> row{c.n};
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    want.residual[r] = static_cast<typename Rows<T>::R>(
+        op::forward_row(row, c.x.data() + r * c.n, want.y.data() + r * c.n, c.attribute));
+    op::backward_row(row, c.x.data() + r * c.n, static_cast<double>(c.residual[r]),
+                     c.g.data() + r * c.n, want.dx.data() + r * c.n);
+  }
+  const double tol = tolerance(c.x.data());
+  const std::string label = what + " " + name(c.x.data());
+  expect(rows_agree(c.residual, want.residual, c.rows, 1, tol), label + " residual" + shape(c.rows, c.n));
+  expect(rows_agree(c.y, want.y, c.rows, c.n, tol), label + " forward" + shape(c.rows, c.n));
+  if (backward_too) {
+    expect(rows_agree(c.dx, want.dx, c.rows, c.n, tol), label + " backward" + shape(c.rows, c.n));
+  }
 }
 
 // The CPU kernels, through parallel_rows on `pool`.
 template <typename T, typename Pool>
 void run_cpu(Rows<T>& c, Pool& pool, bool backward_too) {
   parallel_rows(pool, c.rows, c.n, [&](std::int64_t b, std::int64_t e) {
-    forward(c.x.data(), c.y.data(), c.rinv.data(), b, e, c.n, c.eps);
+    forward(c.x.data(), c.y.data(), c.residual.data(), b, e, c.n, c.attribute);
   });
   if (!backward_too) return;
   parallel_rows(pool, c.rows, c.n, [&](std::int64_t b, std::int64_t e) {
-    backward(c.x.data(), c.rinv.data(), c.g.data(), c.dx.data(), b, e, c.n);
+    backward(c.x.data(), c.residual.data(), c.g.data(), c.dx.data(), b, e, c.n);
   });
 }
 
@@ -245,12 +256,11 @@ void check_cpu(std::int64_t rows, std::int64_t n, std::int64_t threads, std::mt1
     ThreadPerTask pool(threads);
     run_cpu(c, pool, true);
   }
-  expect_forward(c, "cpu");
-  expect_backward(c, "cpu");
+  expect_direct(c, "cpu", true);
 }
 
-// Rows whose squares overflow float32 (|x| ~ 1e20): right only if the sums
-// accumulate in double.
+// Rows whose squares overflow float32 (|x| ~ 1e20): the sums must
+// accumulate in double, as the direct loop's do.
 template <typename T>
 void check_cpu_overflow(std::int64_t rows, std::int64_t n, std::mt19937& gen) {
   Rows<T> c(rows, n, 1e20, gen);
@@ -258,7 +268,7 @@ void check_cpu_overflow(std::int64_t rows, std::int64_t n, std::mt19937& gen) {
     ThreadPerTask pool(3);
     run_cpu(c, pool, false);
   }
-  expect_forward(c, "cpu, |x| ~ 1e20,");
+  expect_direct(c, "cpu, |x| ~ 1e20,", false);
 }
 
 // A pool that refuses tasks must not lose rows or let an exception out.
@@ -274,12 +284,11 @@ void check_refusing_pool(std::mt19937& gen) {
     }
     const std::string label = "pool refusing tasks after " + std::to_string(accept) + ":";
     expect(!threw, label + " parallel_rows threw");
-    expect_forward(c, label);
-    expect_backward(c, label);
+    expect_direct(c, label, true);
   }
 }
 
-#if defined(__linux__)
+#ifdef ROWWISE_CHECK_HUGE_PAGES
 // The flags the kernel keeps for the mapping that holds `address`, from
 // /proc/self/smaps ("hg": advised MADV_HUGEPAGE, "nh": MADV_NOHUGEPAGE).
 std::set<std::string> mapping_flags(const void* address) {
@@ -314,9 +323,9 @@ void check_huge_page_advice(std::mt19937& gen) {
     {
       WatchingPool pool(3, [&] { advised_during |= mapping_flags(middle).count("hg") > 0; });
       if (backward_pass) {
-        run_backward(pool, c.x.data(), c.rinv.data(), c.g.data(), c.dx.data(), c.rows, c.n);
+        run_backward(pool, c.x.data(), c.residual.data(), c.g.data(), c.dx.data(), c.rows, c.n);
       } else {
-        run_forward(pool, c.x.data(), c.y.data(), c.rinv.data(), c.rows, c.n, c.eps);
+        run_forward(pool, c.x.data(), c.y.data(), c.residual.data(), c.rows, c.n, c.attribute);
       }
       expect(mapping_flags(middle).count("hg") == 0,
              label + ": the huge-page advice outlives the call");
@@ -325,8 +334,7 @@ void check_huge_page_advice(std::mt19937& gen) {
            label + (on_request ? ": no huge-page advice during the call"
                                : ": huge pages advised though the kernel does not want it"));
   }
-  expect_forward(c, "run_forward");
-  expect_backward(c, "run_backward");
+  expect_direct(c, "run_forward and run_backward", true);
 }
 #endif
 
@@ -348,31 +356,41 @@ void check_guard() {
   expect(guarded("op", [] { return ffi::Error::Success(); }).success(), "guarded: success");
 }
 
-#ifdef RMS_NORM_CHECK_CUDA_ROWS
-// The CUDA kernels' arithmetic, run on the CPU: rms_norm_cuda.cu gives each
-// row a block of kBlockThreads threads; here each thread's share is computed
-// in turn and the shares' sums are added up as block_sum does on the GPU.
+#ifdef ROWWISE_CHECK_CUDA_ROWS
+// The Block of BlockRow (cuda_block.h) on the CPU: every thread's share in
+// turn, added up as GpuBlock in cuda_handlers.cu does on the GPU.
+struct SerialBlock {
+  template <typename Share>
+  Accumulator sum(const Share& share, std::int64_t) const {
+    Accumulator total = 0;
+    for (int t = 0; t < kBlockThreads; ++t) total += share(t);
+    return total;
+  }
+  template <typename Share>
+  Accumulator max(const Share& share, std::int64_t) const {
+    Accumulator best = share(0);
+    for (int t = 1; t < kBlockThreads; ++t) best = std::max<Accumulator>(best, share(t));
+    return best;
+  }
+};
+
+// The CUDA kernels' rows, run on the CPU: cuda_handlers.cu gives each row a
+// block of kBlockThreads threads; here each thread runs in turn, writing its
+// share of the outputs (thread 0 the residual).
 template <typename T>
 void run_cuda_rows(Rows<T>& c, bool backward_too) {
-  using Tr = Traits<T>;
-  for (std::int64_t row = 0; row < c.rows; ++row) {
-    const T* x = c.x.data() + row * c.n;
-    const T* g = c.g.data() + row * c.n;
-    Accumulator sum_xx = 0, sum_gx = 0;
+  for (std::int64_t r = 0; r < c.rows; ++r) {
     for (int t = 0; t < kBlockThreads; ++t) {
-      sum_xx += strided_dot<Tr>(x, x, c.n, t, kBlockThreads);
-      sum_gx += strided_dot<Tr>(g, x, c.n, t, kBlockThreads);
+      const BlockRow<Traits<T>, SerialBlock> row{c.n, t, SerialBlock{}};
+      const double value =
+          op::forward_row(row, c.x.data() + r * c.n, c.y.data() + r * c.n, c.attribute);
+      if (t == 0) c.residual[r] = static_cast<typename Rows<T>::R>(value);
     }
-    const double r = inverse_rms(sum_xx, c.n, c.eps);
-    c.rinv[row] = static_cast<typename Rows<T>::R>(r);
-    const double r_stored = static_cast<double>(c.rinv[row]);  // what the backward reads
-    const double coefficient = backward_coefficient(r_stored, sum_gx, c.n);
+    if (!backward_too) continue;
     for (int t = 0; t < kBlockThreads; ++t) {
-      forward_share<Tr>(x, c.y.data() + row * c.n, c.n, t, kBlockThreads, r);
-      if (backward_too) {
-        backward_share<Tr>(x, g, c.dx.data() + row * c.n, c.n, t, kBlockThreads, r_stored,
-                           coefficient);
-      }
+      const BlockRow<Traits<T>, SerialBlock> row{c.n, t, SerialBlock{}};
+      op::backward_row(row, c.x.data() + r * c.n, static_cast<double>(c.residual[r]),
+                       c.g.data() + r * c.n, c.dx.data() + r * c.n);
     }
   }
 }
@@ -381,11 +399,10 @@ template <typename T>
 void check_cuda_rows(std::int64_t rows, std::int64_t n, std::mt19937& gen) {
   Rows<T> c(rows, n, 1.0, gen);
   run_cuda_rows(c, true);
-  expect_forward(c, "cuda rows");
-  expect_backward(c, "cuda rows");
+  expect_direct(c, "cuda rows", true);
   Rows<T> huge(rows, n, 1e20, gen);
   run_cuda_rows(huge, false);
-  expect_forward(huge, "cuda rows, |x| ~ 1e20,");
+  expect_direct(huge, "cuda rows, |x| ~ 1e20,", false);
 }
 #endif
 
@@ -407,7 +424,7 @@ int main() {
   check_bfloat16_rounding();
   check_guard();
   check_refusing_pool(gen);
-#if defined(__linux__)
+#ifdef ROWWISE_CHECK_HUGE_PAGES
   check_huge_page_advice(gen);
 #endif
   // Row lengths around the vector block (kLanes = 16) and odd tails; row
@@ -423,19 +440,22 @@ int main() {
     check_cpu_overflow<float>(7, n, gen);
     check_cpu_overflow<BFloat16>(7, n, gen);
   }
-#ifdef RMS_NORM_CHECK_CUDA_ROWS
+#ifdef ROWWISE_CHECK_CUDA_ROWS
   // Row lengths below, at and above one element per thread, and long rows.
   for (std::int64_t n : {1, 3, 255, 256, 257, 1000, 4099}) {
     check_cuda_rows<float>(7, n, gen);
     check_cuda_rows<double>(7, n, gen);
     check_cuda_rows<BFloat16>(7, n, gen);
   }
-  std::printf("kernel_check: checked the CUDA kernels' row arithmetic on the CPU\n");
+  std::printf("kernel_check: checked the CUDA kernels' rows on the CPU\n");
+#endif
+#ifdef ROWWISE_CHECK_HUGE_PAGES
+  std::printf("kernel_check: checked the huge-page advice\n");
 #endif
   if (failures) {
     std::fprintf(stderr, "kernel_check: %d checks FAILED\n", failures);
     return 1;
   }
-  std::printf("kernel_check: all checks passed\n");
+  std::printf("kernel_check: all checks passed (op %s)\n", OP_NAME);
   return 0;
 }

@@ -1,17 +1,19 @@
 // The Python extension module `_ffi`: hands the handlers to Python as
-// PyCapsules, which jax.ffi.register_ffi_target registers with XLA. It holds
-// no Python state; nanobind is only the way the capsules get to Python.
+// PyCapsules, which jax.ffi.register_ffi_target registers with XLA under
+// "<package>_<op>_forward" and "_backward". It holds no Python state; nanobind
+// is only the way the capsules get to Python.
 #include <nanobind/nanobind.h>
 
+#include "op.h"
 #include "xla/ffi/api/api.h"
 
 namespace nb = nanobind;
 
-XLA_FFI_DECLARE_HANDLER_SYMBOL(RmsNormForwardCpu);
-XLA_FFI_DECLARE_HANDLER_SYMBOL(RmsNormBackwardCpu);
-#ifdef RMS_NORM_WITH_CUDA
-XLA_FFI_DECLARE_HANDLER_SYMBOL(RmsNormForwardCuda);
-XLA_FFI_DECLARE_HANDLER_SYMBOL(RmsNormBackwardCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(RowwiseForwardCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(RowwiseBackwardCpu);
+#ifdef ROWWISE_WITH_CUDA
+XLA_FFI_DECLARE_HANDLER_SYMBOL(RowwiseForwardCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(RowwiseBackwardCuda);
 #endif
 
 namespace {
@@ -24,19 +26,21 @@ nb::capsule capsule(Fn* fn) {
 }  // namespace
 
 NB_MODULE(_ffi, m) {
-  m.doc() = "XLA FFI handlers for RMS normalisation, as PyCapsules.";
+  m.doc() = "XLA FFI handlers for the op " OP_NAME ", as PyCapsules.";
+  m.attr("op_name") = OP_NAME;
+  m.attr("attribute") = rowwise::op::kAttribute;  // the name of the handlers' attribute
   m.def("cpu_targets", [] {
     nb::dict targets;
-    targets["rms_norm_fwd"] = capsule(RmsNormForwardCpu);
-    targets["rms_norm_bwd"] = capsule(RmsNormBackwardCpu);
+    targets["forward"] = capsule(RowwiseForwardCpu);
+    targets["backward"] = capsule(RowwiseBackwardCpu);
     return targets;
   });
   // Empty when the module was built without the CUDA toolkit.
   m.def("cuda_targets", [] {
     nb::dict targets;
-#ifdef RMS_NORM_WITH_CUDA
-    targets["rms_norm_fwd"] = capsule(RmsNormForwardCuda);
-    targets["rms_norm_bwd"] = capsule(RmsNormBackwardCuda);
+#ifdef ROWWISE_WITH_CUDA
+    targets["forward"] = capsule(RowwiseForwardCuda);
+    targets["backward"] = capsule(RowwiseBackwardCuda);
 #endif
     return targets;
   });

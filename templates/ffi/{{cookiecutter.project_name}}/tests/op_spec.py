@@ -1,6 +1,7 @@
 """The declaration of the op's signature, from which tests/conformance.py
 builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py).
+and the README's support table (tests/support_table.py). The other tests of the
+handlers take the op, its reference, oracle and tolerances from here too.
 
 Adapting the starter to your own op: change this file and your op, not the
 conformance module. Name the arguments and their axes, the sizes the cells
@@ -9,20 +10,61 @@ communication), and for each cell the op does not support, the error it
 raises and what to use instead.
 """
 
+import numpy as np
 from jax import export
 
-from {{ cookiecutter.package_name }} import FORWARD, TARGETS, rms_norm, rms_norm_reference
+from {{ cookiecutter.package_name }} import FORWARD, TARGETS, {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
+from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
-from oracle import GRADIENTS, VALUES, rms_norm_f64
+
+{% if cookiecutter.example == "rms_norm" -%}
+# How far the op may be from the oracle, in ulps (tests/compare.py).
+# bfloat16 is computed in float32 and rounded once: that half ulp is allowed
+# on top (compare.py), and the counts below are float32's.
+#
+# y = x * r, with r from a sum of squares accumulated in double and rounded
+# once: about 1.5 ulps from the oracle, and as much again where the tests
+# compare the op with the reference (measured at most 3 in float32, 4 in
+# float64); 6.
+VALUES = Ulps(at_value=6)
+# dx = r * g - r**3 * mean(g * x) * x: two terms that cancel, so the rounding
+# is on the scale of the largest entry, not of each. Measured at most 2 ulps
+# of the largest entry; 4.
+GRADIENTS = Ulps(at_value=0, at_scale=4)
+
+
+def {{ cookiecutter.op_name }}_f64(x, eps=1e-6):
+    """The independent float64 NumPy oracle: x / sqrt(mean(x**2) + eps) over the last axis."""
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+ORACLE = {{ cookiecutter.op_name }}_f64
+{%- else -%}
+# TODO: how far your op may be from the oracle, in ulps (tests/compare.py),
+# and why: the identity is exact.
+VALUES = Ulps(at_value=0)
+GRADIENTS = Ulps(at_value=0)
+
+
+# TODO: an independent float64 NumPy oracle for your op (the identity's here).
+def {{ cookiecutter.op_name }}_f64(x, eps=1e-6):
+    """The float64 oracle: x itself."""
+    del eps
+    return np.asarray(x, dtype=np.float64) * 1
+
+
+ORACLE = {{ cookiecutter.op_name }}_f64
+{%- endif %}
 
 SPEC = OpSpec(
-    name="rms_norm",
+    name="{{ cookiecutter.op_name }}",
     # eps is a compile-time attribute of the FFI call, not an array: the cells
     # use its default, the same in the op, the reference and the oracle.
-    op=rms_norm,
-    reference=rms_norm_reference,
-    oracle=rms_norm_f64,
+    op={{ cookiecutter.op_name }},
+    reference={{ cookiecutter.op_name }}_reference,
+    oracle=ORACLE,
     args=(Arg("x", ("b", "n")),),
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 16},

@@ -10,10 +10,14 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from {{ cookiecutter.package_name }} import cuda_available, rms_norm, rms_norm_reference
+from {{ cookiecutter.package_name }} import cuda_available
 
 from compare import assert_close
-from oracle import GRADIENTS, VALUES, rms_norm_f64, rms_norm_vjp_f64
+from conformance import oracle, vjp_oracle
+from op_spec import SPEC
+
+op, reference = SPEC.op, SPEC.reference
+VALUES, GRADIENTS = SPEC.tolerance, SPEC.gradient_tolerance
 
 
 def find_nvcc():
@@ -55,9 +59,9 @@ def gpu():
 def test_gpu_values_match_reference(rng, gpu, shape, dtype):
     assert cuda_available(), "a GPU is present but the extension was built without CUDA"
     x = jax.device_put(jnp.asarray(rng.standard_normal(shape), dtype), gpu)
-    y = jax.jit(rms_norm)(x)
+    y = jax.jit(op)(x)
     assert y.devices() == {gpu}
-    assert_close(y, rms_norm_reference(x), VALUES)
+    assert_close(y, reference(x), VALUES)
 
 
 @requires_gpu
@@ -65,9 +69,9 @@ def test_gpu_values_match_reference(rng, gpu, shape, dtype):
 def test_gpu_sums_in_double_where_float32_overflows(rng, gpu, dtype):
     # Squares of 1e20 overflow float32: the CUDA kernels accumulate in double,
     # like the CPU handler (tests/test_kernel_check.py checks the same
-    # arithmetic on the CPU).
+    # rows on the CPU).
     x = jax.device_put(jnp.asarray(1e20 * rng.standard_normal((4, 1000)), dtype), gpu)
-    assert_close(jax.jit(rms_norm)(x), rms_norm_f64(x), VALUES)
+    assert_close(jax.jit(op)(x), oracle(SPEC, [x])[0], VALUES)
 
 
 @requires_gpu
@@ -75,12 +79,13 @@ def test_gpu_sums_in_double_where_float32_overflows(rng, gpu, dtype):
 def test_gpu_gradient_and_vmap(rng, gpu, dtype):
     x = jax.device_put(jnp.asarray(rng.standard_normal((6, 5, 300)), dtype), gpu)
     cotangent = jax.device_put(jnp.asarray(rng.standard_normal((6, 5, 300)), dtype), gpu)
-    got = jax.jit(jax.vmap(jax.grad(lambda x, g: jnp.sum(g * rms_norm(x)))))(x, cotangent)
-    assert_close(got, rms_norm_vjp_f64(x, cotangent), GRADIENTS)
+    got = jax.jit(jax.vmap(jax.grad(lambda x, g: jnp.sum(g * op(x)))))(x, cotangent)
+    assert_close(got, vjp_oracle(SPEC, [x], [cotangent])[0], GRADIENTS)
 
 
 @requires_gpu
 def test_gpu_bad_input_raises_the_handler_message(gpu):
     with pytest.raises(jax.errors.JaxRuntimeError, match="unsupported dtype int32"):
-        jax.block_until_ready(rms_norm(jax.device_put(jnp.ones((2, 3), jnp.int32), gpu)))
-    assert_close(rms_norm(jnp.ones((2, 3), jnp.float32)), jnp.ones((2, 3)), VALUES)
+        jax.block_until_ready(op(jax.device_put(jnp.ones((2, 3), jnp.int32), gpu)))
+    x = jnp.ones((2, 3), jnp.float32)
+    assert_close(op(x), oracle(SPEC, [x])[0], VALUES)

@@ -5,22 +5,38 @@ communicates no more than the plain-JAX reference's own program does.
 tests/conformance.py checks one axis sharded on simple meshes; these cases add
 2-D meshes, specs that leave mesh axes unnamed, several sharded leading axes,
 and the result's sharding. Gradients are taken against a random cotangent:
-the gradient of sum(rms_norm(x)) is not a general check (for an op whose rows
-sum to a constant, a softmax say, it is identically zero)."""
+the gradient of sum(op(x)) is not a general check (for an op whose rows sum
+to a constant, a softmax say, it is identically zero)."""
 
 import re
 from collections import Counter
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from {{ cookiecutter.package_name }} import rms_norm, rms_norm_reference
-
 from compare import assert_close
-from oracle import GRADIENTS, VALUES, rms_norm_f64, rms_norm_vjp_f64
+from conformance import oracle, vjp_oracle
+from op_spec import SPEC
+
+op, reference = SPEC.op, SPEC.reference
+VALUES, GRADIENTS = SPEC.tolerance, SPEC.gradient_tolerance
+
+
+def unsharded(a):
+    return jnp.asarray(np.asarray(a))
+
+
+def want(x):
+    return oracle(SPEC, [unsharded(x)])[0]
+
+
+def want_grad(x, cotangent):
+    return vjp_oracle(SPEC, [unsharded(x)], [unsharded(cotangent)])[0]
+
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 # An instruction is "<shape> <opcode>(<operands>)"; async ones end in -start.
@@ -40,7 +56,7 @@ def assert_no_more_communication(f, reference, *args):
 
 def make_mesh(shape, names, axis_type=AxisType.Explicit):
     # Explicit axes (jax.make_mesh's default): every array's sharding is part
-    # of its type, so rms_norm sees it while tracing.
+    # of its type, so the op sees it while tracing.
     cpus = jax.devices("cpu")
     assert len(cpus) == 8, "conftest.py should have made 8 CPU devices"
     return jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape), devices=cpus)
@@ -89,20 +105,20 @@ def test_collectives_are_counted(sharded):
 
 def test_sharded_forward_communicates_no_more_than_the_reference(sharded):
     x, _ = sharded
-    assert_no_more_communication(rms_norm, rms_norm_reference, x)
-    y = jax.jit(rms_norm)(x)
+    assert_no_more_communication(op, reference, x)
+    y = jax.jit(op)(x)
     assert y.sharding.is_equivalent_to(x.sharding, x.ndim)
-    assert_close(y, rms_norm_f64(x), VALUES)
+    assert_close(y, want(x), VALUES)
 
 
 def test_sharded_gradient_communicates_no_more_than_the_reference(sharded):
     x, cotangent = sharded
     assert_no_more_communication(
-        grad_of_weighted_sum(rms_norm), grad_of_weighted_sum(rms_norm_reference), x, cotangent
+        grad_of_weighted_sum(op), grad_of_weighted_sum(reference), x, cotangent
     )
-    got = jax.jit(grad_of_weighted_sum(rms_norm))(x, cotangent)
+    got = jax.jit(grad_of_weighted_sum(op))(x, cotangent)
     assert got.sharding.is_equivalent_to(x.sharding, x.ndim)
-    assert_close(got, rms_norm_vjp_f64(x, cotangent), GRADIENTS)
+    assert_close(got, want_grad(x, cotangent), GRADIENTS)
 
 
 @pytest.mark.parametrize(
@@ -120,9 +136,9 @@ def test_a_sharded_last_axis_is_gathered_first(rng, mesh_name, shape, spec):
     # with an all-reduce instead) does not have; the results are still right.
     x, cotangent = (jnp.asarray(rng.standard_normal(shape), jnp.float32) for _ in range(2))
     sharded = jax.device_put(x, NamedSharding(make_mesh(*MESHES[mesh_name]), spec))
-    assert_close(jax.jit(rms_norm)(sharded), rms_norm_f64(x), VALUES)
-    got = jax.jit(grad_of_weighted_sum(rms_norm))(sharded, cotangent)
-    assert_close(got, rms_norm_vjp_f64(x, cotangent), GRADIENTS)
+    assert_close(jax.jit(op)(sharded), want(x), VALUES)
+    got = jax.jit(grad_of_weighted_sum(op))(sharded, cotangent)
+    assert_close(got, want_grad(x, cotangent), GRADIENTS)
 
 
 @pytest.mark.parametrize("mesh_name", list(MESHES))
@@ -135,18 +151,18 @@ def test_auto_axes_need_an_explicit_shard_map(rng, mesh_name):
         jax.device_put(jnp.asarray(rng.standard_normal((64, 32)), jnp.float32), sharding)
         for sharding in [NamedSharding(mesh, P("rows"))] * 2
     )
-    assert collectives(rms_norm, x)["all-gather"] >= 1
+    assert collectives(op, x)["all-gather"] >= 1
 
     def local(f):
         return jax.shard_map(f, mesh=mesh, in_specs=P("rows"), out_specs=P("rows"))
 
-    assert_no_more_communication(local(rms_norm), local(rms_norm_reference), x)
+    assert_no_more_communication(local(op), local(reference), x)
     assert_no_more_communication(
-        grad_of_weighted_sum(local(rms_norm)),
-        grad_of_weighted_sum(local(rms_norm_reference)),
+        grad_of_weighted_sum(local(op)),
+        grad_of_weighted_sum(local(reference)),
         x,
         cotangent,
     )
-    assert_close(jax.jit(local(rms_norm))(x), rms_norm_f64(x), VALUES)
-    got = jax.jit(grad_of_weighted_sum(local(rms_norm)))(x, cotangent)
-    assert_close(got, rms_norm_vjp_f64(x, cotangent), GRADIENTS)
+    assert_close(jax.jit(local(op))(x), want(x), VALUES)
+    got = jax.jit(grad_of_weighted_sum(local(op)))(x, cotangent)
+    assert_close(got, want_grad(x, cotangent), GRADIENTS)

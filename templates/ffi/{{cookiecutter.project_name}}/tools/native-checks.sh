@@ -48,10 +48,10 @@ cuda() {
     # CUDACXX too, so its build check runs instead of skipping.
     export CUDACXX="$nvcc"
     install_build_requirements
-    # RMS_NORM_CUDA=ON: a .cu that does not compile fails the build, rather
+    # FFI_CUDA=ON: a .cu that does not compile fails the build, rather
     # than leaving a CPU-only module behind.
     python -m pip install --no-build-isolation -e ".[test]" -Cbuild-dir=build/cuda \
-        -Ccmake.define.RMS_NORM_CUDA=ON
+        -Ccmake.define.FFI_CUDA=ON
     local package
     package="$(basename "$(dirname src/*/__init__.py)")"
     python -c "import sys, $package as p; sys.exit(not p.cuda_available())" \
@@ -73,7 +73,7 @@ sanitizers() {
     done
     install_build_requirements
     python -m pip install --no-build-isolation -e ".[test]" -Cbuild-dir=build/asan-module \
-        -Ccmake.define.RMS_NORM_SANITIZE=ON -Ccmake.build-type=RelWithDebInfo
+        -Ccmake.define.FFI_SANITIZE=ON -Ccmake.build-type=RelWithDebInfo
     # Leak checking off: Python and jaxlib keep allocations alive at exit.
     # UBSan stops at the first error, with a stack trace. A sanitizer ends the
     # process at once, so pytest must not hold the report (--capture=sys leaves

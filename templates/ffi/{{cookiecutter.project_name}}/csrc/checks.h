@@ -12,9 +12,10 @@
 #include <optional>
 #include <string>
 
+#include "op.h"
 #include "xla/ffi/api/ffi.h"
 
-namespace rms_norm {
+namespace rowwise {
 
 namespace ffi = xla::ffi;
 
@@ -41,7 +42,7 @@ inline std::string shape_string(ffi::AnyBuffer::Dimensions dims) {
   return s + (dims.size() == 1 ? ",)" : ")");
 }
 
-// The dtype of the per-row residual 1/rms for an input dtype.
+// The dtype of the per-row residual for an input dtype.
 inline ffi::DataType residual_dtype(ffi::DataType dtype) {
   return dtype == ffi::DataType::F64 ? ffi::DataType::F64 : ffi::DataType::F32;
 }
@@ -57,8 +58,8 @@ inline std::optional<ffi::Error> check_input(const char* op, const ffi::AnyBuffe
   const auto dims = x.dimensions();
   if (dims.size() < 1) {
     return ffi::Error::InvalidArgument(std::string(op) +
-                                       ": x must have rank >= 1 (it normalises the last "
-                                       "axis), got a scalar");
+                                       ": x must have rank >= 1 (the op works on rows "
+                                       "along the last axis), got a scalar");
   }
   const ffi::DataType dtype = x.element_type();
   if (dtype != ffi::DataType::F32 && dtype != ffi::DataType::F64 &&
@@ -70,7 +71,7 @@ inline std::optional<ffi::Error> check_input(const char* op, const ffi::AnyBuffe
   if (dims.back() == 0) {
     return ffi::Error::InvalidArgument(std::string(op) + ": x has rows of length 0 (shape " +
                                        shape_string(dims) +
-                                       "); the mean over an empty last axis is undefined");
+                                       "); the op needs at least one element per row");
   }
   // Zero rows is fine: nothing to do. (XLA does not even call a handler
   // whose results are all empty.)
@@ -100,16 +101,17 @@ inline std::optional<ffi::Error> check_same(const char* op, const char* what,
 
 // The residual has x's shape without its last axis.
 inline std::optional<ffi::Error> check_residual(const char* op, const char* what,
-                                                const ffi::AnyBuffer& rinv,
+                                                const ffi::AnyBuffer& residual,
                                                 const ffi::AnyBuffer& x) {
   const auto dims = x.dimensions();
-  return check_same(op, what, rinv, residual_dtype(x.element_type()), dims.first(dims.size() - 1));
+  return check_same(op, what, residual, residual_dtype(x.element_type()), dims.first(dims.size() - 1));
 }
 
-inline std::optional<ffi::Error> check_eps(const char* op, double eps) {
-  if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    return ffi::Error::InvalidArgument(std::string(op) + ": eps must be finite and >= 0, got " +
-                                       std::to_string(eps));
+// The op's own check of its attribute (op::attribute_problem).
+inline std::optional<ffi::Error> check_attribute(const char* op, double value) {
+  if (const char* problem = op::attribute_problem(value)) {
+    return ffi::Error::InvalidArgument(std::string(op) + ": " + problem + ", got " +
+                                       std::to_string(value));
   }
   return std::nullopt;
 }
@@ -117,27 +119,27 @@ inline std::optional<ffi::Error> check_eps(const char* op, double eps) {
 // Everything the forward handlers (CPU and CUDA) check before computing; fills
 // in the geometry of x.
 inline std::optional<ffi::Error> check_forward(const ffi::AnyBuffer& x, const ffi::AnyBuffer& y,
-                                               const ffi::AnyBuffer& rinv, double eps,
-                                               Geometry& geometry) {
-  constexpr const char* op = "rms_norm_fwd";
+                                               const ffi::AnyBuffer& residual,
+                                               double attribute, Geometry& geometry) {
+  constexpr const char* op = OP_NAME "_forward";
   if (auto error = check_input(op, x, geometry)) return error;
-  if (auto error = check_eps(op, eps)) return error;
+  if (auto error = check_attribute(op, attribute)) return error;
   if (auto error = check_same(op, "output y", y, x.element_type(), x.dimensions())) return error;
-  return check_residual(op, "output rinv", rinv, x);
+  return check_residual(op, "output residual", residual, x);
 }
 
 // Everything the backward handlers (CPU and CUDA) check before computing.
 inline std::optional<ffi::Error> check_backward(const ffi::AnyBuffer& x,
-                                                const ffi::AnyBuffer& rinv,
+                                                const ffi::AnyBuffer& residual,
                                                 const ffi::AnyBuffer& ct,
                                                 const ffi::AnyBuffer& dx, Geometry& geometry) {
-  constexpr const char* op = "rms_norm_bwd";
+  constexpr const char* op = OP_NAME "_backward";
   if (auto error = check_input(op, x, geometry)) return error;
-  if (auto error = check_residual(op, "input rinv", rinv, x)) return error;
+  if (auto error = check_residual(op, "input residual", residual, x)) return error;
   if (auto error = check_same(op, "cotangent", ct, x.element_type(), x.dimensions())) {
     return error;
   }
   return check_same(op, "output dx", dx, x.element_type(), x.dimensions());
 }
 
-}  // namespace rms_norm
+}  // namespace rowwise

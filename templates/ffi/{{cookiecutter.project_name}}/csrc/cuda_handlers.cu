@@ -1,12 +1,12 @@
-// XLA FFI handlers for RMS normalisation on NVIDIA GPUs: the same op, the
-// same argument checks (rms_norm_checks.h) and the same residual as the CPU
-// handlers, so jax.custom_vjp in rms_norm.py pairs them the same way.
+// XLA FFI handlers for the op on NVIDIA GPUs: the same rows (the op's kernel
+// file, csrc/<op>_kernels.h), the same argument checks (checks.h) and the
+// same residual as the CPU handlers, so the op's jax.custom_vjp pairs them the
+// same way.
 //
 // One thread block per row (grid-stride over rows): each thread sums its
-// share of the row in double, the block adds the shares with warp shuffles,
-// then each thread scales its share (rms_norm_block.h, with the row
-// arithmetic of rms_norm_row.h that the CPU kernels use too, so both
-// accumulate in double and kernel_check.cc tests this arithmetic on the CPU).
+// share of the row in double, the block combines the shares with warp
+// shuffles, each thread writes its share (cuda_block.h: the same code
+// kernel_check.cc runs on the CPU).
 // Launches are asynchronous on XLA's stream; the handler reports launch
 // errors only.
 #include <cuda_bf16.h>
@@ -16,19 +16,20 @@
 #include <cstdint>
 #include <string>
 
-#include "rms_norm_block.h"
-#include "rms_norm_checks.h"
-#include "rms_norm_guard.h"
+#include "checks.h"
+#include "cuda_block.h"
+#include "guard.h"
+#include "op.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
 
-namespace rms_norm {
+namespace rowwise {
 namespace {
 
 constexpr std::int64_t kMaxBlocks = 1 << 16;  // blocks loop over rows beyond this
 
-// Storage type -> compute type and conversions, for rms_norm_block.h.
+// Storage type -> compute type and conversions, for cuda_block.h.
 template <typename T>
 struct Device;
 
@@ -53,9 +54,9 @@ struct Device<__nv_bfloat16> {
   __host__ __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
 
-// Sum of `value` over the block; every thread gets the result. `scratch`
-// holds one value per warp.
-__device__ Accumulator block_sum(Accumulator value, Accumulator* scratch) {
+// Sum and max of `value` over the block; every thread gets the result.
+// `scratch` holds one value per warp.
+__device__ inline Accumulator block_sum(Accumulator value, Accumulator* scratch) {
   for (int offset = 16; offset > 0; offset /= 2) {
     value += __shfl_down_sync(0xffffffffu, value, offset);
   }
@@ -64,39 +65,57 @@ __device__ Accumulator block_sum(Accumulator value, Accumulator* scratch) {
   __syncthreads();
   Accumulator total = 0;
   for (int w = 0; w < kBlockThreads / 32; ++w) total += scratch[w];
-  __syncthreads();  // scratch is reused by the next row
+  __syncthreads();  // scratch is reused by the next reduction
   return total;
 }
 
+__device__ inline Accumulator block_max(Accumulator value, Accumulator* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value = fmax(value, __shfl_down_sync(0xffffffffu, value, offset));
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  Accumulator best = scratch[0];
+  for (int w = 1; w < kBlockThreads / 32; ++w) best = fmax(best, scratch[w]);
+  __syncthreads();
+  return best;
+}
+
+// The Block of BlockRow (cuda_block.h) on the GPU: this thread's share,
+// combined over the block.
+struct GpuBlock {
+  Accumulator* scratch;
+  template <typename Share>
+  __device__ Accumulator sum(const Share& share, std::int64_t first) const {
+    return block_sum(share(first), scratch);
+  }
+  template <typename Share>
+  __device__ Accumulator max(const Share& share, std::int64_t first) const {
+    return block_max(share(first), scratch);
+  }
+};
+
 template <typename T, typename R>
-__global__ void forward_kernel(const T* __restrict__ x, T* __restrict__ y, R* __restrict__ rinv,
-                               std::int64_t rows, std::int64_t n, double eps) {
-  using D = Device<T>;
+__global__ void forward_kernel(const T* __restrict__ x, T* __restrict__ y,
+                               R* __restrict__ residual, std::int64_t rows, std::int64_t n,
+                               double attribute) {
   __shared__ Accumulator scratch[kBlockThreads / 32];
-  const std::int64_t first = threadIdx.x;
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = x + row * n;
-    const Accumulator sum = block_sum(strided_dot<D>(xr, xr, n, first, kBlockThreads), scratch);
-    const double r = inverse_rms(sum, n, eps);
-    forward_share<D>(xr, y + row * n, n, first, kBlockThreads, r);
-    if (first == 0) rinv[row] = static_cast<R>(r);
+  const BlockRow<Device<T>, GpuBlock> row{n, threadIdx.x, GpuBlock{scratch}};
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const double value = op::forward_row(row, x + r * n, y + r * n, attribute);
+    if (threadIdx.x == 0) residual[r] = static_cast<R>(value);
   }
 }
 
 template <typename T, typename R>
-__global__ void backward_kernel(const T* __restrict__ x, const R* __restrict__ rinv,
+__global__ void backward_kernel(const T* __restrict__ x, const R* __restrict__ residual,
                                 const T* __restrict__ g, T* __restrict__ dx, std::int64_t rows,
                                 std::int64_t n) {
-  using D = Device<T>;
   __shared__ Accumulator scratch[kBlockThreads / 32];
-  const std::int64_t first = threadIdx.x;
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = x + row * n;
-    const T* gr = g + row * n;
-    const Accumulator sum_gx = block_sum(strided_dot<D>(gr, xr, n, first, kBlockThreads), scratch);
-    const double r = static_cast<double>(rinv[row]);
-    const double c = backward_coefficient(r, sum_gx, n);
-    backward_share<D>(xr, gr, dx + row * n, n, first, kBlockThreads, r, c);
+  const BlockRow<Device<T>, GpuBlock> row{n, threadIdx.x, GpuBlock{scratch}};
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    op::backward_row(row, x + r * n, static_cast<double>(residual[r]), g + r * n, dx + r * n);
   }
 }
 
@@ -126,85 +145,85 @@ ffi::Error launch_checked(const char* op, Launch launch) {
 
 template <typename T, typename R>
 ffi::Error launch_forward(cudaStream_t stream, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-                          ffi::AnyBuffer& rinv, Geometry g, double eps) {
-  return launch_checked("rms_norm_fwd", [&] {
+                          ffi::AnyBuffer& residual, Geometry g, double attribute) {
+  return launch_checked(OP_NAME "_forward", [&] {
     forward_kernel<T, R><<<blocks_for(g.rows), kBlockThreads, 0, stream>>>(
         static_cast<const T*>(x.untyped_data()), static_cast<T*>(y.untyped_data()),
-        static_cast<R*>(rinv.untyped_data()), g.rows, g.cols, eps);
+        static_cast<R*>(residual.untyped_data()), g.rows, g.cols, attribute);
   });
 }
 
 template <typename T, typename R>
 ffi::Error launch_backward(cudaStream_t stream, const ffi::AnyBuffer& x,
-                           const ffi::AnyBuffer& rinv, const ffi::AnyBuffer& ct,
+                           const ffi::AnyBuffer& residual, const ffi::AnyBuffer& ct,
                            ffi::AnyBuffer& dx, Geometry g) {
-  return launch_checked("rms_norm_bwd", [&] {
+  return launch_checked(OP_NAME "_backward", [&] {
     backward_kernel<T, R><<<blocks_for(g.rows), kBlockThreads, 0, stream>>>(
-        static_cast<const T*>(x.untyped_data()), static_cast<const R*>(rinv.untyped_data()),
+        static_cast<const T*>(x.untyped_data()), static_cast<const R*>(residual.untyped_data()),
         static_cast<const T*>(ct.untyped_data()), static_cast<T*>(dx.untyped_data()), g.rows,
         g.cols);
   });
 }
 
 ffi::Error Forward(cudaStream_t stream, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-                   ffi::AnyBuffer& rinv, double eps) {
+                   ffi::AnyBuffer& residual, double attribute) {
   Geometry g;
-  if (auto error = check_forward(x, y, rinv, eps, g)) return *error;
+  if (auto error = check_forward(x, y, residual, attribute, g)) return *error;
   if (g.rows == 0) return ffi::Error::Success();
   switch (x.element_type()) {
-    case ffi::DataType::F32: return launch_forward<float, float>(stream, x, y, rinv, g, eps);
-    case ffi::DataType::F64: return launch_forward<double, double>(stream, x, y, rinv, g, eps);
+    case ffi::DataType::F32: return launch_forward<float, float>(stream, x, y, residual, g, attribute);
+    case ffi::DataType::F64: return launch_forward<double, double>(stream, x, y, residual, g, attribute);
     case ffi::DataType::BF16:
-      return launch_forward<__nv_bfloat16, float>(stream, x, y, rinv, g, eps);
-    default: return ffi::Error::Internal("rms_norm_fwd: dtype passed the checks but has no kernel");
+      return launch_forward<__nv_bfloat16, float>(stream, x, y, residual, g, attribute);
+    default: return ffi::Error::Internal(OP_NAME "_forward: dtype passed the checks but has no kernel");
   }
 }
 
-ffi::Error Backward(cudaStream_t stream, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rinv,
+ffi::Error Backward(cudaStream_t stream, const ffi::AnyBuffer& x, const ffi::AnyBuffer& residual,
                     const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx) {
   Geometry g;
-  if (auto error = check_backward(x, rinv, ct, dx, g)) return *error;
+  if (auto error = check_backward(x, residual, ct, dx, g)) return *error;
   if (g.rows == 0) return ffi::Error::Success();
   switch (x.element_type()) {
-    case ffi::DataType::F32: return launch_backward<float, float>(stream, x, rinv, ct, dx, g);
-    case ffi::DataType::F64: return launch_backward<double, double>(stream, x, rinv, ct, dx, g);
+    case ffi::DataType::F32: return launch_backward<float, float>(stream, x, residual, ct, dx, g);
+    case ffi::DataType::F64: return launch_backward<double, double>(stream, x, residual, ct, dx, g);
     case ffi::DataType::BF16:
-      return launch_backward<__nv_bfloat16, float>(stream, x, rinv, ct, dx, g);
-    default: return ffi::Error::Internal("rms_norm_bwd: dtype passed the checks but has no kernel");
+      return launch_backward<__nv_bfloat16, float>(stream, x, residual, ct, dx, g);
+    default: return ffi::Error::Internal(OP_NAME "_backward: dtype passed the checks but has no kernel");
   }
 }
 
 // The functions XLA calls: each runs its body through guarded(), so no C++
-// exception reaches XLA (see rms_norm_guard.h).
+// exception reaches XLA (see guard.h).
 ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
-                       ffi::Result<ffi::AnyBuffer> rinv, double eps) {
-  return guarded("rms_norm_fwd", [&] { return Forward(stream, x, *y, *rinv, eps); });
+                       ffi::Result<ffi::AnyBuffer> residual, double attribute) {
+  return guarded(OP_NAME "_forward", [&] { return Forward(stream, x, *y, *residual, attribute); });
 }
 
-ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer rinv,
+ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer residual,
                         ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
-  return guarded("rms_norm_bwd", [&] { return Backward(stream, x, rinv, ct, *dx); });
+  return guarded(OP_NAME "_backward", [&] { return Backward(stream, x, residual, ct, *dx); });
 }
 
 }  // namespace
-}  // namespace rms_norm
+}  // namespace rowwise
 
 // Kernel launches on XLA's stream are safe to capture in CUDA graphs, hence
 // kCmdBufferCompatible.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(RmsNormForwardCuda, rms_norm::ForwardImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseForwardCuda, rowwise::ForwardImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()  // x
                                   .Ret<ffi::AnyBuffer>()  // y
-                                  .Ret<ffi::AnyBuffer>()  // rinv = 1 / rms, per row
-                                  .Attr<double>("eps"),
+                                  .Ret<ffi::AnyBuffer>()  // the residual, one per row
+                                  .Attr<double>(rowwise::op::kAttribute),
                               {ffi::Traits::kCmdBufferCompatible});
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(RmsNormBackwardCuda, rms_norm::BackwardImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseBackwardCuda, rowwise::BackwardImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()   // x
-                                  .Arg<ffi::AnyBuffer>()   // rinv from the forward
+                                  .Arg<ffi::AnyBuffer>()   // residual from the forward
                                   .Arg<ffi::AnyBuffer>()   // cotangent of y
                                   .Ret<ffi::AnyBuffer>(),  // dx
                               {ffi::Traits::kCmdBufferCompatible});

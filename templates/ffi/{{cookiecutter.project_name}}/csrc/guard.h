@@ -16,7 +16,7 @@
 
 #include "xla/ffi/api/ffi.h"
 
-namespace rms_norm {
+namespace rowwise {
 
 namespace ffi = xla::ffi;
 
@@ -46,4 +46,4 @@ ffi::Error guarded(const char* op, Body&& body) noexcept {
   }
 }
 
-}  // namespace rms_norm
+}  // namespace rowwise

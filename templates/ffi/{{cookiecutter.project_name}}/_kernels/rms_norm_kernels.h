@@ -1,0 +1,65 @@
+// RMS normalisation over the last axis: one row, forward and backward, for
+// the CPU and (cuda=yes) the CUDA handlers alike (csrc/rowwise.h says what
+// a Row provides and what this file must define).
+//
+//   forward:  r = 1 / sqrt(sum(x^2) / n + eps)    y = x * r    residual r
+//   backward: c = r^3 * sum(g * x) / n            dx = r * g - c * x
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "rowwise.h"
+
+namespace rowwise::op {
+
+// The FFI attribute: its name, as Python passes it, and its check.
+inline constexpr const char kAttribute[] = "eps";
+
+inline const char* attribute_problem(double eps) {
+  return eps >= 0.0 && std::isfinite(eps) ? nullptr : "eps must be finite and >= 0";
+}
+
+// r = 1 / rms of a row of n elements, from the sum of their squares.
+ROWWISE_HD double inverse_rms(Accumulator sum_of_squares, std::int64_t n, double eps) {
+  return 1.0 / std::sqrt(sum_of_squares / static_cast<double>(n) + eps);
+}
+
+// c in dx = r * g - c * x, from r and sum(g * x) over the row.
+ROWWISE_HD double backward_coefficient(double r, Accumulator sum_gx, std::int64_t n) {
+  return r * r * r * (sum_gx / static_cast<double>(n));
+}
+
+template <typename C>
+ROWWISE_HD C input_gradient(C r, C g, C c, C x) {
+  return r * g - c * x;
+}
+
+// The element-wise passes run in Row::Compute, with r and c rounded to it
+// once per row.
+template <typename Row, typename T>
+ROWWISE_HD double forward_row(const Row& row, const T* x, T* y, double eps) {
+  using C = typename Row::Compute;
+  const Accumulator sum_of_squares = row.sum([&](std::int64_t i) {
+    const Accumulator v = Row::load(x[i]);
+    return v * v;
+  });
+  const double r = inverse_rms(sum_of_squares, row.n, eps);
+  const C rc = static_cast<C>(r);
+  row.each([&](std::int64_t i) { y[i] = Row::store(Row::load(x[i]) * rc); });
+  return r;
+}
+
+template <typename Row, typename T>
+ROWWISE_HD void backward_row(const Row& row, const T* x, double r, const T* g, T* dx) {
+  using C = typename Row::Compute;
+  const Accumulator sum_gx = row.sum([&](std::int64_t i) {
+    return static_cast<Accumulator>(Row::load(g[i])) * static_cast<Accumulator>(Row::load(x[i]));
+  });
+  const C rc = static_cast<C>(r), c = static_cast<C>(backward_coefficient(r, sum_gx, row.n));
+  row.each([&](std::int64_t i) {
+    dx[i] = Row::store(input_gradient(rc, Row::load(g[i]), c, Row::load(x[i])));
+  });
+}
+
+}  // namespace rowwise::op

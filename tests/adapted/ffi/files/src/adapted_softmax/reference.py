@@ -1,0 +1,23 @@
+"""The plain-JAX reference: the correctness oracle for the FFI handler.
+
+    y = exp(x - max(x)) / sum(exp(x - max(x)))    over the last axis
+
+It is the obvious formula, differentiated by JAX's own autodiff. Keep it
+independent of softmax.py (no shared helpers), so a bug in one cannot hide in
+the other. bfloat16 is computed in float32 and rounded once at the end, like
+the handler.
+"""
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+
+def softmax_reference(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
+    """softmax over the last axis of x; eps is ignored (the handlers' attribute)."""
+    del eps
+    x = jnp.asarray(x)
+    compute = jnp.float32 if x.dtype == jnp.bfloat16 else x.dtype
+    xc = x.astype(compute)
+    e = jnp.exp(xc - jax.lax.stop_gradient(jnp.max(xc, axis=-1, keepdims=True)))
+    return (e / jnp.sum(e, axis=-1, keepdims=True)).astype(x.dtype)

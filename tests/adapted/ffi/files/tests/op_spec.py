@@ -1,0 +1,82 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py). The other tests of the
+handlers take the op, its reference, oracle and tolerances from here too.
+
+Adapting the starter to your own op: change this file and your op, not the
+conformance module. Name the arguments and their axes, the sizes the cells
+use, which axes are batch-like (vmap over them, shard them with no
+communication), and for each cell the op does not support, the error it
+raises and what to use instead.
+"""
+
+import numpy as np
+from jax import export
+
+from adapted_softmax import FORWARD, TARGETS, softmax, softmax_reference
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# How far the op may be from the oracle, in ulps (tests/compare.py).
+# bfloat16 is computed in float32 and rounded once: that half ulp is allowed
+# on top (compare.py), and the counts below are float32's.
+#
+# y = exp(x - m) / s: the exponential of a float32 difference and a product
+# by 1/s rounded once, a few ulps from the oracle, and as much again where the
+# tests compare the op with the reference; 8.
+VALUES = Ulps(at_value=8)
+# dx = y * (g - sum(g * y)), y recomputed from the log-sum-exp rounded to
+# float32: the terms cancel, so the rounding is on the scale of the largest
+# entry; 8.
+GRADIENTS = Ulps(at_value=0, at_scale=8)
+
+
+def softmax_f64(x, eps=1e-6):
+    """The independent float64 NumPy oracle: exp(x - max) / sum(exp(x - max)) per row."""
+    del eps
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+ORACLE = softmax_f64
+
+SPEC = OpSpec(
+    name="softmax",
+    # eps is a compile-time attribute of the FFI call, not an array: the cells
+    # use its default, the same in the op, the reference and the oracle.
+    op=softmax,
+    reference=softmax_reference,
+    oracle=ORACLE,
+    args=(Arg("x", ("b", "n")),),
+    outputs=(("b", "n"),),
+    sizes={"b": 8, "n": 16},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    # Every leading axis is a batch of rows; n, the row, is reduced over.
+    batch_axes=("b",),
+    shard_map_axes=("b",),
+    symbolic_axis="b",
+    # The module holds a custom call to the forward handler on every platform
+    # this project has a handler for; XLA looks the handler up when it compiles.
+    platforms={"cpu": rf"custom_call @{FORWARD}\b"},
+    export_checks=tuple(export.DisabledSafetyCheck.custom_call(t) for t in TARGETS),
+    # Auto axes: x's sharding is unknown while tracing, and XLA cannot split
+    # a custom call it knows nothing about, so it gathers x whole first.
+    extra_collectives={
+        "jit-auto-*": "auto axes gather x whole: XLA cannot split a custom call; use an "
+        "explicit-axes mesh (jax.make_mesh's default) or shard_map",
+    },
+    # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
+    # handler with the backward one, and JAX refuses jvp of a custom_vjp.
+    refuse={
+        name: Refuse(
+            TypeError,
+            r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+            "refused: forward mode of a custom_vjp; use jax.grad or jax.vjp "
+            "(jax.hessian, forward over reverse, works)",
+        )
+        for name in ("jvp", "linearize")
+    },
+)
