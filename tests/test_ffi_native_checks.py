@@ -71,7 +71,7 @@ def cuda_compile_flags(build: Path) -> str:
     ninja = build / "build.ninja"
     if ninja.exists():
         return ninja.read_text()
-    return (build / "CMakeFiles" / "rms_norm_cuda.dir" / "flags.make").read_text()
+    return (build / "CMakeFiles" / "rowwise_cuda.dir" / "flags.make").read_text()
 
 
 @pytest.mark.slow
@@ -106,7 +106,7 @@ def test_cuda_check_has_nothing_to_do_without_a_cuda_handler(tmp_path):
 def test_project_tests_pass_under_the_sanitizer_script(tmp_path):
     project = scaffold(FFI, tmp_path / "out", {})
     bin_dir = overlay_venv(tmp_path / "venv")
-    run = run_native_checks(project, bin_dir, "sanitizers", *PYTEST, "tests/test_rms_norm.py")
+    run = run_native_checks(project, bin_dir, "sanitizers", *PYTEST, "tests/test_handlers.py")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert " passed" in run.stdout
     # The module that ran was instrumented (an instrumented module also refuses

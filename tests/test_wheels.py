@@ -78,6 +78,19 @@ SDIST_CONTENT = (
 )
 
 
+# Repository plumbing, which no sdist carries (a user or packager builds and
+# tests from it; CI runs these from the repository).
+PLUMBING = (
+    ".github/",
+    ".jax-ladder/",
+    ".gitignore",
+    ".pre-commit-config.yaml",
+    ".mdformat.toml",
+    ".readthedocs.yaml",
+    "tools/",
+)
+
+
 def files_in(project: Path) -> set[str]:
     """The project's files, bytecode caches aside."""
     return {
@@ -107,15 +120,16 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
         (sdist,) = dist[name].glob("*.tar.gz")
         with tarfile.open(sdist) as archive:
             members = {m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile()}
-        # The FFI wheel is built from its sdist's files (below, as cibuildwheel
-        # builds it): its sdist must hold every file. Any sdist must hold what
-        # its tests, benchmark and docs need, so they run from it unpacked.
+        # A compiled project's wheel builds from its sdist: that sdist must
+        # hold every file but the plumbing. Any sdist must hold what its
+        # tests, benchmark and docs need, so they run from it unpacked.
         needed = (
-            files_in(project)
+            {f for f in files_in(project) if not f.startswith(PLUMBING)}
             if name in compiled
             else {f for f in files_in(project) if f.startswith(SDIST_CONTENT)}
         )
         assert needed <= members, (name, needed - members)
+        assert {m for m in members if m.startswith(PLUMBING)} == set(), name
 
     # 2. One new environment; nothing of the kit's may leak in.
     monkeypatch.delenv("PYTHONPATH", raising=False)
@@ -198,13 +212,13 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
     run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".", cwd=ffi)
     build = ffi / "build"
     before = objects_in(build)
-    kernels = ffi / "csrc" / "rms_norm_kernels.cc"
+    kernels = ffi / "csrc" / "cpu_kernels.cc"
     kernels.write_text(kernels.read_text() + "\n// an edit\n")
     run("-m", "pip", "install", "--quiet", "--no-build-isolation", "-e", ".", cwd=ffi)
     after = objects_in(build)
     assert before.keys() == after.keys()
     rebuilt = {Path(o).name for o in after if after[o] != before[o]}
-    assert rebuilt == {"rms_norm_kernels.cc.o"}, rebuilt
+    assert rebuilt == {"cpu_kernels.cc.o"}, rebuilt
     # The editable install is the one imported now (from anywhere), and its
     # handlers work.
     (init,) = ffi.glob("src/*/__init__.py")
@@ -216,7 +230,7 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
         "-q",
         "-p",
         "no:cacheprovider",
-        "tests/test_rms_norm.py",
+        "tests/test_handlers.py",
         "-k",
         "values_match_reference or gradients_match_reference",
         cwd=ffi,

@@ -98,6 +98,8 @@ def stated_answers(files: Files, options: dict[str, Option], template: Path) -> 
     if pyproject:
         project = tomllib.loads(pyproject[0].decode())["project"]
         answers["project_name"] = project["name"]
+        if "Source" in project.get("urls", {}):
+            answers["url"] = project["urls"]["Source"]
         licences = options["license"].choices if "license" in options else ()
         if project.get("license") in licences:
             answers["license"] = project["license"]

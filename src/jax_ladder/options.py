@@ -21,7 +21,9 @@ TRUE, FALSE = {"true", "yes", "y", "1", "on"}, {"false", "no", "n", "0", "off"}
 # its CI), never its code: the kit bakes each of their values once, with the
 # other options at their defaults, instead of crossing them with every code
 # option (which would multiply the bakes that run the project's tests).
-REPOSITORY_OPTIONS = frozenset({"license", "copyright_holder", "copyright_year", "accelerator_ci"})
+REPOSITORY_OPTIONS = frozenset(
+    {"license", "copyright_holder", "copyright_year", "url", "accelerator_ci"}
+)
 
 
 class UsageError(Exception):
