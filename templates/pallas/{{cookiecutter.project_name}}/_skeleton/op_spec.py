@@ -78,6 +78,11 @@ SYMBOLIC = Refuse(
 )
 {%- endif %}
 
+# TODO: the sizes benchmarks/bench.py times on the kernel's hardware and
+# interpreted on a CPU; bench_flops(sizes), if your op computes, for the roofline.
+BENCH_SIZES = [{"m": 4096, "n": 4096}, {"m": 16384, "n": 8192}]
+BENCH_SIZES_INTERPRETED = [{"m": 256, "n": 256}]
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     # "kernel": on this CPU host, the Pallas kernel interpreted.
