@@ -1,14 +1,49 @@
 """Keep only the chosen backend: its kernel as src/<package>/kernel.py and its
-test helpers as tests/target.py; and the chosen accelerator workflow, if any."""
+test helpers as tests/target.py; the chosen accelerator workflow, if any; and
+the worked example or the skeleton (see keep_example)."""
 
 import shutil
 from pathlib import Path
 
-backend = "{{ cookiecutter.backend }}"
-(Path("_kernels") / f"{backend}.py").replace(Path("src/{{ cookiecutter.package_name }}/kernel.py"))
-(Path("_targets") / f"{backend}.py").replace(Path("tests/target.py"))
-shutil.rmtree("_kernels")
-shutil.rmtree("_targets")
+PACKAGE = Path("src/{{ cookiecutter.package_name }}")
+# The worked example's own files: its tests, oracle, tuner and tuner's tests.
+# The skeleton (example=none) has none of them.
+EXAMPLE_ONLY = [
+    "tests/oracle.py",
+    "tests/test_kernel.py",
+    "tests/test_reference.py",
+    "tests/test_composed.py",
+    "tests/test_tune.py",
+    "src/{{ cookiecutter.package_name }}/tune.py",
+]
+# Where the skeleton's files go (each replaces the example's).
+SKELETON = {
+    "_skeleton/reference.py": PACKAGE / "reference.py",
+    "_skeleton/op.py": PACKAGE / "{{ cookiecutter.op_name }}.py",
+    "_skeleton/op_spec.py": Path("tests/op_spec.py"),
+}
+
+
+def keep_backend(backend, example):
+    """The backend option: its kernel (the example's, or the skeleton's) as
+    kernel.py and its test helpers as tests/target.py."""
+    kernels = Path("_kernels") if example != "none" else Path("_skeleton/kernels")
+    (kernels / f"{backend}.py").replace(PACKAGE / "kernel.py")
+    (Path("_targets") / f"{backend}.py").replace(Path("tests/target.py"))
+    shutil.rmtree("_kernels")
+    shutil.rmtree("_targets")
+
+
+def keep_example(example):
+    """The example option: "none" moves the skeleton's reference, op and
+    declaration over the example's and deletes the example's own files;
+    otherwise the skeleton goes."""
+    if example == "none":
+        for path in EXAMPLE_ONLY:
+            Path(path).unlink()
+        for source, target in SKELETON.items():
+            Path(source).replace(target)
+    shutil.rmtree("_skeleton")
 
 
 def keep_accelerator_workflow(choice):
@@ -20,4 +55,6 @@ def keep_accelerator_workflow(choice):
     shutil.rmtree("_accelerator_ci")
 
 
+keep_backend("{{ cookiecutter.backend }}", "{{ cookiecutter.example }}")
+keep_example("{{ cookiecutter.example }}")
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")

@@ -1,4 +1,7 @@
-"""Time the Pallas kernel against jax.jit of the plain-JAX reference.
+"""Time the Pallas kernel against jax.jit of the plain-JAX reference. The op,
+its arguments and the sizes come from the declaration, tests/op_spec.py (SPEC,
+BENCH_SIZES, BENCH_SIZES_INTERPRETED and, for the roofline, bench_flops), so
+this file needs no edit for another op.
 
     python benchmarks/bench.py            # default sizes
     python benchmarks/bench.py --quick    # one small size, for CI smoke runs
@@ -10,8 +13,12 @@ the interpret-mode time, which says nothing about hardware speed.
 """
 
 import argparse
+import dataclasses
+import math
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +26,9 @@ import numpy as np
 
 from {{ cookiecutter.package_name }} import kernel
 
-# isort: split
-from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import op_spec  # noqa: E402  (the declaration, beside the tests)
+from conformance import make_args  # noqa: E402
 
 # Dense bf16 peak (FLOP/s) and HBM bandwidth (bytes/s), by device_kind substring.
 PEAKS = {
@@ -45,14 +53,13 @@ def median_seconds(fn, args, repeats):
     return statistics.median(times)
 
 
-def operands(m, k, n, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    a = jnp.asarray(rng.standard_normal((m, k)) / k**0.5, dtype)
-    return (
-        a,
-        jnp.asarray(rng.standard_normal((k, n)), dtype),
-        jnp.asarray(rng.standard_normal(n), dtype),
-    )
+def outputs_of(result):
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def bytes_moved(inputs, outputs):
+    """Each input read once and each output written once: the least traffic."""
+    return sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in (*inputs, *outputs))
 
 
 def main():
@@ -60,43 +67,49 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
+    spec = op_spec.SPEC
     device = jax.devices()[0]
     native = device.platform in ("gpu", "tpu")
-    sizes = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192)]
-    if not native:
-        sizes = [(256, 256, 256)] if args.quick else [(256, 256, 256), (512, 512, 512)]
+    if native:
+        sizes = getattr(op_spec, "BENCH_SIZES", [dict(spec.sizes)])
+    else:
+        sizes = getattr(op_spec, "BENCH_SIZES_INTERPRETED", [dict(spec.sizes)])
         print(
             f"{device.platform}: measuring INTERPRET mode ({kernel.BACKEND} kernel on the CPU):"
             " correctness and interpreter time only, not hardware speed"
         )
-    elif args.quick:
-        sizes = sizes[:1]
+    sizes = sizes[:1] if args.quick else sizes
     repeats = 3 if (args.quick or not native) else args.repeats
     peak = next((p for name, p in PEAKS.items() if name in device.device_kind), None)
-    dtype = jnp.bfloat16 if native else jnp.float32
-    print(
-        f"jax {jax.__version__}, {device.device_kind}, {kernel.BACKEND} backend, {dtype.__name__}"
-    )
+    flops_of = getattr(op_spec, "bench_flops", None)
+    dtype = "bfloat16" if native else "float32"
+    print(f"jax {jax.__version__}, {device.device_kind}, {kernel.BACKEND} backend, {dtype}")
 
-    pallas = jax.jit(lambda a, b, bias: {{ cookiecutter.op_name }}(a, b, bias, implementation="kernel"))
-    xla = jax.jit({{ cookiecutter.op_name }}_reference)
-    for m, k, n in sizes:
-        args_ = operands(m, k, n, dtype)
-        got, want = pallas(*args_), xla(*args_)
-        error = float(jnp.max(jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32))))
-        t_pallas = median_seconds(pallas, args_, repeats)
-        line = f"{m}x{k}x{n}: pallas {1e3 * t_pallas:9.3f} ms, max |error| {error:.2e}"
+    pallas = jax.jit(spec.op)
+    xla = jax.jit(spec.reference)
+    rng = np.random.default_rng(0)
+    for size in sizes:
+        inputs = make_args(dataclasses.replace(spec, sizes=size), rng, dtype)
+        got, want = outputs_of(pallas(*inputs)), outputs_of(xla(*inputs))
+        error = max(
+            float(jnp.max(jnp.abs(g.astype(jnp.float32) - w.astype(jnp.float32))))
+            for g, w in zip(got, want, strict=True)
+        )
+        t_pallas = median_seconds(pallas, inputs, repeats)
+        label = ", ".join(f"{axis}={n}" for axis, n in size.items())
+        line = f"{label}: pallas {1e3 * t_pallas:9.3f} ms, max |error| {error:.2e}"
         if native:
-            t_xla = median_seconds(xla, args_, repeats)
-            flops = 2 * m * n * k
-            bytes_moved = (m * k + k * n + m * n) * jnp.dtype(dtype).itemsize
+            t_xla = median_seconds(xla, inputs, repeats)
             line += f", XLA {1e3 * t_xla:9.3f} ms, pallas/XLA time {t_pallas / t_xla:5.2f}x"
-            if peak:
+            moved = bytes_moved(inputs, want)
+            if peak and flops_of is not None:
+                flops = flops_of(size)
                 line += (
                     f", {flops / t_pallas / 1e12:6.1f} TFLOP/s ({flops / t_pallas / peak[0]:.0%}"
-                    f" of peak), {bytes_moved / t_pallas / 1e9:7.1f} GB/s"
-                    f" ({bytes_moved / t_pallas / peak[1]:.0%})"
+                    " of peak)"
                 )
+            if peak:
+                line += f", {moved / t_pallas / 1e9:7.1f} GB/s ({moved / t_pallas / peak[1]:.0%})"
         print(line)
     if native and not peak:
         print(f"(no peak figures for {device.device_kind!r}: add them to PEAKS for the roofline)")

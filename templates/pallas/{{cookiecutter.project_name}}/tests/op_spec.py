@@ -82,6 +82,22 @@ SYMBOLIC = Refuse(
 )
 {%- endif %}
 
+# What benchmarks/bench.py times: on the kernel's hardware, and interpreted on a
+# CPU (small: the interpreter is slow); and the FLOPs of one call, for the
+# roofline.
+BENCH_SIZES = [
+    {"m": 1024, "k": 1024, "n": 1024},
+    {"m": 4096, "k": 4096, "n": 4096},
+    {"m": 8192, "k": 8192, "n": 8192},
+    {"m": 8192, "k": 1024, "n": 8192},
+]
+BENCH_SIZES_INTERPRETED = [{"m": 256, "k": 256, "n": 256}, {"m": 512, "k": 512, "n": 512}]
+
+
+def bench_flops(sizes: dict[str, int]) -> int:
+    return 2 * sizes["m"] * sizes["k"] * sizes["n"]
+
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     # "kernel": on this CPU host, the Pallas kernel interpreted ("auto" would

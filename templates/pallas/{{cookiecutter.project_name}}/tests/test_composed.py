@@ -19,7 +19,11 @@ from jax.sharding import PartitionSpec as P
 from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel
 
 # isort: split
-from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_partitioned, {{ cookiecutter.op_name }}_reference
+from {{ cookiecutter.package_name }} import (
+    {{ cookiecutter.op_name }},
+    {{ cookiecutter.op_name }}_partitioned,
+    {{ cookiecutter.op_name }}_reference,
+)
 
 import target
 from compare import assert_close

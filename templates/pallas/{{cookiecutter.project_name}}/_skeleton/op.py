@@ -1,0 +1,180 @@
+"""The op: the identity y = x * 1 as a Pallas kernel (kernel.py), differentiable
+through a custom VJP.
+
+TODO: make this your op: the public function's arguments and input checks
+(check_operands), the kernel call, the custom VJP's forward and backward, the
+per-shard specs, and SHARDING_RULE and WHOLE_AXES (from which partitioning.py
+builds the custom_partitioning rule for jit with Auto shardings).
+
+Around the kernel, as in the worked example: implementation="auto" |
+"kernel" | "reference" (IMPLEMENTATION_ENV overrides it), chosen per lowering
+platform; under Explicit mesh axes the kernel runs per shard through
+jax.shard_map.
+"""
+
+import os
+from collections.abc import Callable
+from functools import partial
+from typing import Literal, cast, get_args
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+from jax.typing import ArrayLike
+
+from . import kernel
+from .reference import {{ cookiecutter.op_name }}_reference
+
+DTYPES = (jnp.float32, jnp.bfloat16)
+# TODO: your op's sharding, einsum-like (each operand's axes -> the output's),
+# and the axes the kernel needs whole on each device. The identity is
+# elementwise: any axis shards with no communication.
+SHARDING_RULE = "m n -> m n"
+WHOLE_AXES: tuple[str, ...] = ()
+BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
+
+type Implementation = Literal["auto", "kernel", "reference"]
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation.__value__)
+# Set to kernel or reference to force that implementation on every call.
+# Read when the op is traced: set it before the first jit call.
+IMPLEMENTATION_ENV = "{{ cookiecutter.package_name.upper() }}_IMPLEMENTATION"
+
+
+def {{ cookiecutter.op_name }}(
+    x: ArrayLike,
+    *,
+    implementation: Implementation = "auto",
+    block_m: int | None = None,
+    interpret: kernel.Interpret = None,
+) -> jax.Array:
+    """TODO: your op. Here: x (m, n) * 1, in the dtype of x.
+
+    implementation: kernel runs the Pallas kernel (interpreted where its
+    hardware is absent), reference the plain-JAX reference, auto the kernel
+    where the program is lowered for the kernel's platform and the reference
+    elsewhere. block_m: rows per block (default kernel.DEFAULT_BLOCK_M).
+    """
+    x = jnp.asarray(x)
+    check_operands(x)
+    choice = resolve_implementation(implementation)
+    if choice == "reference":
+        return {{ cookiecutter.op_name }}_reference(x)
+    run = partial(kernel_only, block_m=block_m, interpret=interpret)
+    if choice == "kernel":
+        return run(x)
+    native = partial(run, interpret=False if interpret is None else interpret)
+    branches = {kernel.PLATFORM: native}
+    reference = {{ cookiecutter.op_name }}_reference
+    result: jax.Array = jax.lax.platform_dependent(x, **branches, default=reference)
+    return result
+
+
+def kernel_only(
+    x: jax.Array, *, block_m: int | None = None, interpret: kernel.Interpret = None
+) -> jax.Array:
+    """The kernel, whatever IMPLEMENTATION_ENV says, on a checked operand."""
+    again = partial(kernel_only, block_m=block_m)
+    if any(entry is not None for entry in jax.typeof(x).sharding.spec):
+        # pallas_call needs Manual mesh axes: run it per shard, on local shapes.
+        return _per_shard(partial(again, interpret=interpret), x)
+    if interpret is None:
+        return kernel.native_or_interpreted(
+            partial(again, interpret=False), partial(again, interpret=True), x
+        )
+    bm: object = kernel.DEFAULT_BLOCK_M if block_m is None else block_m
+    if not isinstance(bm, int) or bm < 1:
+        raise ValueError(f"block_m must be a positive int, got {bm!r}")
+    (x,), _ = kernel.vary_alike([x])
+    return _differentiable(x, bm, interpret)
+
+
+def check_operands(x: jax.Array) -> None:
+    """TODO: your op's shapes and dtypes."""
+    if x.ndim != 2:
+        raise ValueError(f"expected x (m, n), got shape {x.shape}")
+    if x.dtype not in DTYPES:
+        raise TypeError(f"x must be float32 or bfloat16, got {x.dtype}")
+    if 0 in x.shape:
+        raise ValueError(f"empty operand: x {x.shape}")
+
+
+def resolve_implementation(implementation: str) -> Implementation:
+    """The implementation a call asks for: the environment variable wins."""
+    forced = os.environ.get(IMPLEMENTATION_ENV, "")
+    choice = forced or implementation
+    if choice not in IMPLEMENTATIONS:
+        source = f"${IMPLEMENTATION_ENV}" if forced else "implementation"
+        raise ValueError(f"{source} must be one of {IMPLEMENTATIONS}, got {choice!r}")
+    return cast(Implementation, choice)  # one of IMPLEMENTATIONS, checked above
+
+
+# --- the custom VJP -----------------------------------------------------------------
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _differentiable(x: jax.Array, bm: int, interpret: kernel.Interpret) -> jax.Array:
+    return kernel.scale(x, 1.0, block_m=bm, interpret=interpret)
+
+
+{% if cookiecutter.backward == "kernel" -%}
+def _fwd(x: jax.Array, bm: int, interpret: kernel.Interpret) -> tuple[jax.Array, None]:
+    return kernel.scale(x, 1.0, block_m=bm, interpret=interpret), None
+
+
+def _bwd(bm: int, interpret: kernel.Interpret, _: None, g: jax.Array) -> tuple[jax.Array]:
+    # TODO: your op's backward. The identity's: dx = g * 1, the same kernel.
+    return (kernel.scale(g, 1.0, block_m=bm, interpret=interpret),)
+{%- else -%}
+def _fwd(x: jax.Array, bm: int, interpret: kernel.Interpret) -> tuple[jax.Array, jax.Array]:
+    return kernel.scale(x, 1.0, block_m=bm, interpret=interpret), x
+
+
+def _bwd(bm: int, interpret: kernel.Interpret, x: jax.Array, g: jax.Array) -> tuple[jax.Array]:
+    # The reference's VJP, by XLA.
+    _, reference_vjp = jax.vjp({{ cookiecutter.op_name }}_reference, x)
+    grads: tuple[jax.Array] = reference_vjp(g)
+    return grads
+{%- endif %}
+
+
+_differentiable.defvjp(_fwd, _bwd)
+
+
+# --- sharding: one kernel per shard --------------------------------------------------
+
+
+def _per_shard(local: Callable[..., jax.Array], x: jax.Array) -> jax.Array:
+    """Run local on each device's block of x. TODO: your op's specs, and an
+    error for the axes it needs whole (WHOLE_AXES)."""
+    rows, cols = (tuple(jax.typeof(x).sharding.spec) + (None, None))[:2]
+    named = {a for entry in (rows, cols) for a in _mesh_axes(entry)}
+
+    # check_vma=False: Pallas's interpreter (JAX 0.12) drops the operands'
+    # varying axes in its grid loop.
+    def per_shard(x: jax.Array) -> jax.Array:
+        return jax.shard_map(
+            local,
+            mesh=jax.typeof(x).sharding.mesh,
+            in_specs=P(rows, cols),
+            out_specs=P(rows, cols),
+            axis_names=named,
+            check_vma=False,
+        )(x)
+
+    mesh = jax.typeof(x).sharding.mesh
+    unused = tuple(sorted(set(mesh.axis_names) - named))
+    if not unused:
+        return per_shard(x)
+    # Mesh axes x is not sharded over: Auto for the kernel's duration (left
+    # Explicit, Pallas's interpreter fails on its block writes).
+    out = NamedSharding(mesh, P(rows, cols))
+    result: jax.Array = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)(x)
+    return result
+
+
+def _mesh_axes(entry: object) -> tuple[str, ...]:
+    """The mesh axes one partition-spec entry names: none, one, or a tuple."""
+    if entry is None:
+        return ()
+    return entry if isinstance(entry, tuple) else (entry,)

@@ -1,0 +1,127 @@
+"""The declaration of the op's signature, from which tests/conformance.py
+builds every transformation x sharding x platform cell (tests/test_conformance.py)
+and the README's support table (tests/support_table.py).
+
+TODO: declare your op: its arguments and their named axes, the sizes the
+cells use, which axes shard with no communication, the tolerances it needs,
+and for each cell it does not support, the error it raises and what to use
+instead. OpSpec(oracle=None): the reference run in float64 is the oracle.
+"""
+
+from functools import partial
+
+from {{ cookiecutter.package_name }} import (
+    {{ cookiecutter.op_name }},
+    {{ cookiecutter.op_name }}_partitioned,
+    {{ cookiecutter.op_name }}_reference,
+)
+
+from compare import Ulps
+from conformance import Arg, OpSpec, Refuse
+
+# TODO: the errors your op may make, in ulps of the dtype. The identity is
+# exact: 0 would do; 1 leaves room for a cast.
+VALUES = Ulps(at_value=1, at_scale=1)
+GRADIENTS = Ulps(at_value=1, at_scale=1)
+
+# pallas_call has no autodiff rule: the op is a jax.custom_vjp, reverse mode only.
+FORWARD_MODE = Refuse(
+    TypeError,
+    r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+    "refused: a custom_vjp is reverse mode only; jax.jvp the reference",
+)
+# The kernel takes float32 and bfloat16; finite differences need float64.
+FLOAT64 = Refuse(
+    TypeError,
+    r"must be float32 or bfloat16",
+    "refused: no float64 kernel; the gradient cells check against the float64 oracle",
+)
+
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+# Mosaic GPU's interpreter keeps one global state for all devices: the kernel
+# refuses to be interpreted per shard on several devices (a GPU runs it), and
+# custom_partitioning cannot hold the interpreter's ordered io_callbacks.
+SEVERAL_DEVICES = Refuse(
+    NotImplementedError,
+    r"the kernel: per shard on several devices",
+    "interpreted only: refused (one device at a time); compiled, it runs",
+)
+PARTITIONED = Refuse(
+    NotImplementedError,
+    r"{{ cookiecutter.op_name }}: custom_partitioning cannot hold",
+    "interpreted only: refused, call {{ cookiecutter.op_name }}; compiled, it runs",
+)
+# The same io_callbacks are effects, which jax.checkpoint cannot differentiate.
+CHECKPOINT_EFFECTS = Refuse(
+    NotImplementedError,
+    r"Effects not supported in AD of .checkpoint./.remat.",
+    "interpreted only: refused (the interpreter's host callbacks); compiled, it runs",
+)
+{%- else %}
+# Inside jax.shard_map with check_vma=True, Pallas's interpreter (JAX 0.12)
+# drops the varying axes in its grid loop: the interpreted kernel refuses.
+INTERPRETER_VMA = Refuse(
+    NotImplementedError,
+    r"the kernel: the operands vary over the mesh axes .* pass check_vma=False",
+    "interpreted only: refused, pass check_vma=False; compiled, it runs",
+)
+{%- endif %}
+
+{%- if cookiecutter.backend != "tpu" %}
+
+# Pallas on GPUs cannot size the kernel's grid or blocks symbolically
+# (jax-ml/jax#24960): export with concrete shapes.
+SYMBOLIC = Refuse(
+    NotImplementedError,
+    r"the kernel: symbolic sizes",
+    "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
+)
+{%- endif %}
+
+# TODO: the sizes benchmarks/bench.py times on the kernel's hardware and
+# interpreted on a CPU; bench_flops(sizes), if your op computes, for the roofline.
+BENCH_SIZES = [{"m": 4096, "n": 4096}, {"m": 16384, "n": 8192}]
+BENCH_SIZES_INTERPRETED = [{"m": 256, "n": 256}]
+
+SPEC = OpSpec(
+    name="{{ cookiecutter.op_name }}",
+    # "kernel": on this CPU host, the Pallas kernel interpreted.
+    op=partial({{ cookiecutter.op_name }}, implementation="kernel"),
+    auto_op=partial({{ cookiecutter.op_name }}_partitioned, implementation="kernel"),
+    reference={{ cookiecutter.op_name }}_reference,
+    oracle=None,  # the reference, run in float64
+    args=(Arg("x", ("m", "n")),),
+    outputs=(("m", "n"),),
+    sizes={"m": 16, "n": 16},
+    tolerance=VALUES,
+    gradient_tolerance=GRADIENTS,
+    shard_map_axes=("m", "n"),
+    symbolic_axis="m",
+{%- if cookiecutter.backend == "tpu" %}
+    platforms={"cpu": "", "tpu": r"tpu_custom_call"},
+{%- elif cookiecutter.backend == "mosaic_gpu" %}
+    # None: interpreted here, the kernel's io_callbacks cannot be serialized.
+    platforms={},
+{%- else %}
+    # Triton lowers only under an abstract GPU device (tests/target.py).
+    platforms={"cpu": ""},
+{%- endif %}
+    refuse={
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
+        "check-grads-*": FLOAT64,
+{%- if cookiecutter.backend != "tpu" %}
+        "export-symbolic": SYMBOLIC,
+{%- endif %}
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+        "shard-map-*": SEVERAL_DEVICES,
+        "jit-explicit-[mn]": SEVERAL_DEVICES,
+        "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
+        "jit-explicit-2d-*": SEVERAL_DEVICES,
+        "jit-auto-*": PARTITIONED,
+        "checkpoint": CHECKPOINT_EFFECTS,
+{%- else %}
+        "shard-map-*": INTERPRETER_VMA,
+{%- endif %}
+    },
+)
