@@ -34,7 +34,15 @@ ROLES = {
 }
 START, END = "<!-- adapt-table -->", "<!-- /adapt-table -->"
 # Build and test outputs, which no template generates.
-NOT_GENERATED = ("build/*", "*/__pycache__/*", "__pycache__/*", "*.so", ".pytest_cache/*")
+NOT_GENERATED = (
+    "build/*",
+    "*/__pycache__/*",
+    "__pycache__/*",
+    "*.so",
+    ".pytest_cache/*",
+    ".ruff_cache/*",
+    ".mypy_cache/*",
+)
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def changed_kit(tmp_path):
     # A fix in a file the owner did not touch, and one in a file they did.
     conftest = root / "tests/conftest.py"
     conftest.write_text("# Fixed upstream.\n" + conftest.read_text())
-    op = root / "src/{{cookiecutter.package_name}}/pairwise_distances.py"
+    op = root / "src/{{cookiecutter.package_name}}/{{cookiecutter.op_name}}.py"
     op.write_text(op.read_text() + "\n# Template fix at the end of the op module.\n")
     # Both change the README's first line: a conflict.
     readme = root / "README.md"

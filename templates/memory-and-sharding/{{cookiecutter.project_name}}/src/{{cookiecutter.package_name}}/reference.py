@@ -16,8 +16,8 @@ import jax.numpy as jnp
 
 
 def reference_{{ op }}(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
-    """The block's branch: the model is h <- h + reference_{{ op }}(h, *weights),
-    block by block, on h (batch, d)."""
+    """The block's branch: the model is ``h <- h + branch(h, *weights)``, block
+    by block, on h (batch, d)."""
 {%- if cookiecutter.example != "none" %}
     return jnp.tanh(h @ w_in) @ w_out
 {%- else %}

@@ -2,7 +2,7 @@
 """A training step whose memory and communication are chosen by hand, built
 from the block declared in {{ op }}.py (and its reference in reference.py).
 
-The model is a stack of residual blocks, h <- h + block(h, *weights), with a
+The model is a stack of residual blocks, ``h <- h + block(h, *weights)``, with a
 squared-error loss. `reference_loss` and `reference_step` are that model on
 one device, the correctness oracle. The sharded step is written with
 `jax.shard_map`, so every collective in the compiled program is one written
@@ -104,8 +104,8 @@ BATCH_SPEC = P(DATA, None)
 
 def reference_loss(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
     """Half the mean over the batch of the squared error of the residual
-    model h <- h + reference_{{ op }}(h, *weights), applied block by block to
-    x (batch, d): one device, no shard_map."""
+    model ``h <- h + reference_{{ op }}(h, *weights)``, applied block by block
+    to x (batch, d): one device, no shard_map."""
     h = x
     for weights in params:
         h = h + reference_{{ op }}(h, *weights)
