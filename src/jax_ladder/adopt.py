@@ -75,13 +75,17 @@ def files_at(project: Path, commit: str, skip: tuple[str, ...] = ()) -> Files:
 
 
 def infer_rung(files: Files) -> Rung:
-    """The rung whose template, rendered with the project's names, is closest
-    to the project's files (clearly closer than any other's)."""
-    distances = sorted(
-        (distance(_render(rung, files, {}), files), rung.name) for rung in available()
-    )
-    (best, name), (second, _) = distances[0], distances[1]
-    if best > 0.8 * second:
+    """The rung whose template, rendered with the project's names, has the
+    most of the project's file names (a template's files are what tells one
+    rung from another; their lines moved on since), the closest lines on a tie."""
+
+    def fit(rung: Rung) -> tuple[int, int]:
+        rendered = _render(rung, files, {})
+        return -len(files.keys() & rendered.keys()), distance(rendered, files)
+
+    fits = sorted((fit(rung), rung.name) for rung in available())
+    (best, name), (second, _) = fits[0], fits[1]
+    if best == second:
         raise UsageError(
             "cannot tell which template this project came from; name it with --rung NAME"
         )
