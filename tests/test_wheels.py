@@ -46,6 +46,8 @@ INSTALLED_SMOKE = (
     "tests/test_conformance.py::test_cell[eager]",
     "tests/test_conformance.py::test_cell[vjp]",
 )
+# Tests that read data the tests folder carries, run wherever they exist.
+DATA_TESTS = ("tests/test_golden.py",)
 # Installed and tested alone first: jax does not bring flatbuffers, so its
 # tests then prove that its own dependencies declare it (the FFI project's
 # test extra brings it too).
@@ -154,9 +156,13 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
     def test_installed(name):
         command = shlex.split(wheel_test(projects[name])["test-command"])
         assert command[0] == "pytest", command
-        result = run("-m", "pytest", "-q", *INSTALLED_SMOKE, cwd=copies[name])
+        # Test data that travels with the tests (export's golden artifact)
+        # must be found from the installed package too: no skip.
+        data = [t for t in DATA_TESTS if (copies[name] / t).is_file()]
+        result = run("-m", "pytest", "-q", *INSTALLED_SMOKE, *data, cwd=copies[name])
         assert " passed" in result.stdout, (name, result.stdout[-3000:])
         assert " failed" not in result.stdout, (name, result.stdout[-3000:])
+        assert " skipped" not in result.stdout, (name, result.stdout[-3000:])
 
     install(FIRST)
     test_installed(FIRST)
