@@ -133,13 +133,13 @@ def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     assert {r: role(r) for r in written if role(r) not in THEIRS} == {}
     assert len(written) <= MOST_FILES.get(rung.name, 3), written
     shutil.copytree(files, project, dirs_exist_ok=True)
+
+    assert_lint_clean(project)
+    mutation.Project(project, op)  # builds a compiled project into src/
     # The README's support table, from the new declaration (what a user's
     # `python tests/support_table.py` writes once the cells pass; the run
     # below checks every cell and that the table matches them).
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     subprocess.run([sys.executable, "-c", WRITE_TABLE], cwd=project, env=env, check=True)
-
-    assert_lint_clean(project)
-    mutation.Project(project, op)  # builds a compiled project into src/
     run = run_project_tests(project, code=project / "src")
     assert run.ok, run.output[-5000:]

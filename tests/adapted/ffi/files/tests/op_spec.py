@@ -30,6 +30,11 @@ VALUES = Ulps(at_value=8)
 # float32: the terms cancel, so the rounding is on the scale of the largest
 # entry; 8.
 GRADIENTS = Ulps(at_value=0, at_scale=8)
+# Hessian-vector products (tests/test_handlers.py): the second derivative's
+# terms are of the size of y and its gradient, its entries far smaller (they
+# cancel), so the rounding is on the terms' scale: measured 152 ulps of the
+# largest entry in float64; 256.
+HESSIANS = Ulps(at_value=0, at_scale=256)
 
 
 def softmax_f64(x, eps=1e-6):
