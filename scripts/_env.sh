@@ -46,5 +46,5 @@ pip_install() {
 }
 # Without build isolation the build requirements must be present first: the
 # kit compiles its FFI example against this environment's jax and nanobind.
-pip_install "scikit-build-core>=0.11" "nanobind>=2.4" "jax>=0.12,<0.13"
+pip_install "scikit-build-core>=0.11" "nanobind>=2.4" "jax>=0.10,<0.13"
 pip_install --no-build-isolation "$ROOT[test]"

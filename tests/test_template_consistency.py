@@ -28,6 +28,10 @@ IDENTICAL = [
     f"{P}/tests/conformance.py",
     f"{P}/tests/test_conformance.py",
     f"{P}/tests/support_table.py",
+    # The benchmark's drawing (matplotlib, no JAX) and its read-back test; each
+    # project's bench.py decides what to measure and draw.
+    f"{P}/benchmarks/plot.py",
+    f"{P}/tests/test_bench_plot.py",
     f"{P}/.github/dependabot.yml",
     f"{P}/.mdformat.toml",
     f"{P}/noxfile.py",

@@ -7,6 +7,7 @@
     nox                 # the default sessions: tests, lint, typecheck
     nox -s tests -- -x  # one session; arguments after -- go to its tool
     nox -l              # list the sessions
+    nox -s tests-jax-0.10  # the tests under each JAX the project supports
 
 (`pipx run nox ...` or `uv run noxfile.py ...` work without installing nox.)
 """
@@ -15,6 +16,8 @@ import shutil
 from pathlib import Path
 
 import nox
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 # 2025.2.9: the first nox with nox.project.dependency_groups.
 nox.needs_version = ">=2025.2.9"
@@ -31,6 +34,36 @@ def tests(session: nox.Session) -> None:
     """The tests, against the project as installed (built, for compiled code)."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "test"))
     session.run("pytest", *session.posargs)
+
+
+def jax_minors() -> list[str]:
+    """The JAX minor releases pyproject.toml's pin admits (">=0.10,<0.13": 0.10,
+    0.11 and 0.12), so the window has one home in this project: the pin."""
+    requirements = map(Requirement, PYPROJECT["project"]["dependencies"])
+    (pin,) = (r for r in requirements if r.name == "jax")
+    bound = {s.operator: Version(s.version) for s in pin.specifier}
+    low, high = bound[">="], bound["<"]
+    return [f"{low.major}.{minor}" for minor in range(low.minor, high.minor)]
+
+
+def tests_under_jax(minor: str):
+    def session(session: nox.Session) -> None:
+        # A constraints file holds JAX at this minor for the install and for an
+        # isolated build (a compiled extension then builds against its headers).
+        constraints = Path(session.create_tmp()) / "jax-constraints.txt"
+        constraints.write_text(f"jax=={minor}.*\njaxlib=={minor}.*\n")
+        names = ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "UV_CONSTRAINT", "UV_BUILD_CONSTRAINT")
+        env = dict.fromkeys(names, str(constraints.resolve()))
+        session.install(".", *nox.project.dependency_groups(PYPROJECT, "test"), env=env)
+        session.run("python", "-c", "import jax; print('JAX', jax.__version__)")
+        session.run("pytest", *session.posargs)
+
+    session.__doc__ = f"The tests under the newest JAX {minor}.x (nox -s tests-jax-{minor})."
+    return session
+
+
+for _minor in jax_minors():
+    nox.session(name=f"tests-jax-{_minor}", default=False)(tests_under_jax(_minor))
 
 
 @nox.session

@@ -1,0 +1,119 @@
+"""Draw a benchmark's measurements as an SVG, and read one back.
+
+bench.py measures; this module only draws, so it needs matplotlib (the `bench`
+extra: `pip install -e .[bench]`) and not JAX. `read_plot` is what the tests use
+to check a drawing: axes labelled, one named series per implementation, none
+empty. Each series is an SVG group whose id is `panel<i>:series:<name>` (a
+roofline: `panel<i>:bound:<name>`), so the check reads names, not colours or positions.
+"""
+
+import datetime
+import math
+import os
+import platform
+import re
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INSTALL = "--plot needs matplotlib: pip install -e '.[bench]'"
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def require_matplotlib():
+    """Exit with the install command now, before minutes of measuring, if it is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit(INSTALL)
+
+
+def machine() -> str:
+    """Where and when the numbers were measured, for the plot's footnote."""
+    import jax  # only here: drawing a stored measurement needs no JAX
+
+    device = jax.devices()[0]
+    cpus = os.cpu_count() or 0
+    where = f"{device.platform} ({device.device_kind}), {cpus} host CPUs, {platform.machine()}"
+    day = datetime.date.today().isoformat()
+    return f"{where}; JAX {jax.__version__}; measured {day}"
+
+
+@dataclass
+class Panel:
+    """One set of axes: each series maps a name to (xs, ys); each bound (a
+    roofline, drawn dashed) likewise. Read back, the values are SVG coordinates."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)
+    log: bool = True
+
+
+def write_plot(path, panels: list[Panel], note: str = "") -> None:
+    """Draw the panels side by side, each series a line with markers, on log axes
+    unless a panel says otherwise; `note` (the machine and date) goes underneath."""
+    import matplotlib
+
+    matplotlib.use("svg")  # no display needed
+    matplotlib.rcParams["svg.hashsalt"] = "bench"  # the same SVG for the same numbers
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, readable back
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    for i, (panel, ax) in enumerate(zip(panels, axes[0], strict=True)):
+        for kind, lines in (("series", panel.series), ("bound", panel.bounds)):
+            for name, (xs, ys) in lines.items():
+                if len(xs) == 0 or len(xs) != len(ys):
+                    raise ValueError(f"{name!r} has {len(xs)} sizes and {len(ys)} values")
+                style = {"marker": "o"} if kind == "series" else {"ls": "--", "c": "grey"}
+                (line,) = ax.plot(xs, ys, label=name, **style)
+                line.set_gid(f"panel{i}:{kind}:{name}")
+        if panel.log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_title(panel.title)
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
+        for part, artist in (("title", ax.title), ("xlabel", ax.xaxis.label)):
+            artist.set_gid(f"panel{i}:{part}")
+        ax.yaxis.label.set_gid(f"panel{i}:ylabel")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize="small")
+    if note:
+        fig.text(0.01, 0.01, note, fontsize="x-small", color="dimgrey")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, metadata={"Date": None, "Description": note or None})
+    plt.close(fig)
+
+
+def _text(group) -> str:
+    return "".join(group.itertext()).strip()
+
+
+def _points(group) -> list[tuple[float, float]]:
+    """The vertices of a line's path (matplotlib writes 'M x y L x y ...')."""
+    path = group.find(f"{SVG}path")
+    d = path.get("d", "") if path is not None else ""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
+    pairs = zip(numbers[0::2], numbers[1::2], strict=False)
+    return [p for p in pairs if all(math.isfinite(v) for v in p)]
+
+
+def read_plot(path) -> list[Panel]:
+    """Read back what write_plot drew: per panel its labels and each line's vertices."""
+    panels: dict[int, Panel] = {}
+    for group in ET.parse(Path(path)).getroot().iter(f"{SVG}g"):
+        match = re.fullmatch(r"panel(\d+):(\w+)(?::(.+))?", group.get("id", ""))
+        if not match:
+            continue
+        panel = panels.setdefault(int(match[1]), Panel("", "", ""))
+        kind, name = match[2], match[3]
+        if kind in ("series", "bound"):
+            getattr(panel, "series" if kind == "series" else "bounds")[name] = _points(group)
+        else:
+            setattr(panel, kind, _text(group))
+    return [panels[i] for i in sorted(panels)]

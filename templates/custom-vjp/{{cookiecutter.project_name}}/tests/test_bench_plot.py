@@ -1,0 +1,42 @@
+"""The benchmark's plot: `benchmarks/bench.py --quick --plot` draws one (run as
+a user runs it), and the measured plot the docs show reads back the same way:
+each panel titled with both axes labelled, at least two named series (the
+extension and its reference), none empty."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import plot  # noqa: E402  (benchmarks/plot.py; matplotlib comes with the test extra)
+
+
+def check(panels):
+    assert panels, "no panel drawn"
+    for i, panel in enumerate(panels):
+        where = f"panel {i} ({panel.title!r})"
+        assert panel.title and panel.xlabel and panel.ylabel, f"{where}: a label is missing"
+        assert len(panel.series) >= 2, f"{where}: series {sorted(panel.series)}"
+        empty = [name for name, points in panel.series.items() if not points]
+        assert not empty, f"{where}: no points drawn for {empty}"
+
+
+def test_the_quick_benchmark_draws_its_plot(tmp_path):
+    svg = tmp_path / "benchmark.svg"
+    command = [sys.executable, "benchmarks/bench.py", "--quick", "--plot", str(svg)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    check(plot.read_plot(svg))
+
+
+@pytest.mark.skipif(
+    not (ROOT / "docs" / "benchmark.svg").exists(), reason="no measured plot in docs/"
+)
+def test_the_measured_plot_in_the_docs_reads_back():
+    panels = plot.read_plot(ROOT / "docs" / "benchmark.svg")
+    check(panels)
+    # A measurement, not a smoke run: a curve over several sizes.
+    assert all(len(points) >= 3 for p in panels for points in p.series.values())
