@@ -1,7 +1,8 @@
 """Draw a benchmark's measurements as an SVG, and read one back.
 
-bench.py measures; this module only draws, so it needs matplotlib (the `bench`
-extra: `pip install -e .[bench]`) and not JAX. `read_plot` is what the tests use
+bench.py measures; this module draws, so it needs matplotlib (the `bench`
+extra: `pip install -e .[bench]`); only `machine` and `copy_bandwidth`, which
+describe the host the numbers came from, import JAX. `read_plot` is what the tests use
 to check a drawing: axes labelled, one named series per implementation, none
 empty. Each series is an SVG group whose id is `panel<i>:series:<name>` (a
 roofline: `panel<i>:bound:<name>`), so the check reads names, not colours or positions.
@@ -34,10 +35,35 @@ def machine() -> str:
     import jax  # only here: drawing a stored measurement needs no JAX
 
     device = jax.devices()[0]
-    cpus = os.cpu_count() or 0
-    where = f"{device.platform} ({device.device_kind}), {cpus} host CPUs, {platform.machine()}"
+    kind = device.device_kind
+    if device.platform == "cpu":  # device_kind is just "cpu": name the processor
+        cpuinfo = Path("/proc/cpuinfo")
+        models = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
+        kind = models[0].strip() if models else platform.processor() or platform.machine()
+    where = f"{device.platform} ({kind}), {os.cpu_count()} host CPUs"
     day = datetime.date.today().isoformat()
     return f"{where}; JAX {jax.__version__}; measured {day}"
+
+
+def copy_bandwidth(megabytes: int = 64, repeats: int = 20) -> float:
+    """Bytes per second a jitted copy of a float32 array moves (read + write),
+    median of `repeats`: the roofline of a memory-bound op is its bytes moved
+    over this."""
+    import statistics
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones(megabytes * 2**20 // 4, jnp.float32)
+    copy = jax.jit(lambda a: a * 1.0)  # not elided: a multiply, then a new buffer
+    jax.block_until_ready(copy(x))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(copy(x))
+        times.append(time.perf_counter() - start)
+    return 2 * x.nbytes / statistics.median(times)
 
 
 @dataclass
