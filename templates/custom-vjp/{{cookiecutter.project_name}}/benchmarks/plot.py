@@ -38,7 +38,9 @@ def machine() -> str:
     kind = device.device_kind
     if device.platform == "cpu":  # device_kind is just "cpu": name the processor
         cpuinfo = Path("/proc/cpuinfo")
-        models = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
+        models = (
+            re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
+        )
         kind = models[0].strip() if models else platform.processor() or platform.machine()
     where = f"{device.platform} ({kind}), {os.cpu_count()} host CPUs"
     day = datetime.date.today().isoformat()
