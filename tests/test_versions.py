@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from jax_ladder.rungs import available
-from jax_ladder.versions import JAX_SPEC, JAX_TESTED
+from jax_ladder.versions import JAX_OLDEST, JAX_SPEC, JAX_TESTED, JAX_WINDOW, RELEASE_WINDOWS
 
 TEMPLATES = [REPO / "templates" / r.template for r in available()]
 PROJECT = "{{cookiecutter.project_name}}"
@@ -39,12 +39,25 @@ def text_files():
             yield path
 
 
-def lower_bound(spec: str) -> Version:
-    return next(Version(s.version) for s in SpecifierSet(spec) if s.operator == ">=")
-
-
 def test_the_definition_is_a_valid_range_holding_the_tested_version():
     assert Version(JAX_TESTED) in SpecifierSet(JAX_SPEC)
+
+
+def test_the_window_is_three_consecutive_minors_newest_patch_each():
+    minors = [Version(v).release[:2] for v in JAX_WINDOW]
+    assert len(minors) == 3, JAX_WINDOW
+    assert minors == [(minors[0][0], minors[0][1] + i) for i in range(3)], JAX_WINDOW
+    assert all(Version(v) in SpecifierSet(JAX_SPEC) for v in JAX_WINDOW)
+    # The range admits nothing below the oldest minor or beyond the newest.
+    low, high = minors[0], minors[-1]
+    assert Version(f"{low[0]}.{low[1] - 1}.99") not in SpecifierSet(JAX_SPEC)
+    assert Version(f"{high[0]}.{high[1] + 1}.0") not in SpecifierSet(JAX_SPEC)
+
+
+def test_the_current_release_records_the_window():
+    from jax_ladder import __version__
+
+    assert RELEASE_WINDOWS[__version__] == JAX_SPEC, "add this release to RELEASE_WINDOWS"
 
 
 def test_the_kits_dependency_and_build_requirement_use_the_range():
@@ -73,7 +86,7 @@ def test_each_templates_ci_tests_the_oldest_jax_in_the_range(template):
     workflow = (template / PROJECT / ".github" / "workflows" / "ci.yml").read_text()
     (matrix,) = re.findall(r"^\s*jax-version: (\[.*\])$", workflow, re.MULTILINE)
     oldest, *_ = json.loads(matrix)
-    assert Version(oldest) == lower_bound(JAX_SPEC), matrix
+    assert oldest == JAX_OLDEST, matrix
 
 
 def test_every_stated_range_and_tested_version_is_the_definition():
@@ -84,3 +97,31 @@ def test_every_stated_range_and_tested_version_is_the_definition():
         wrong += [(path, r) for r in ranges if SpecifierSet(r) != SpecifierSet(JAX_SPEC)]
         wrong += [(path, v) for v in STATED_TESTED.findall(text) if v != JAX_TESTED]
     assert wrong == [], [(str(Path(p).relative_to(REPO)), found) for p, found in wrong]
+
+
+@pytest.mark.parametrize(
+    ("installed", "says"),
+    [
+        (JAX_OLDEST, None),
+        (JAX_TESTED, None),
+        ("0.9.2", "no jax-ladder release supported it"),
+        ("0.12.0", None),
+        ("99.0", "newer than this kit has tested"),
+    ],
+)
+def test_a_jax_outside_the_window_gets_advice(installed, says):
+    from jax_ladder.versions import outside_window
+
+    note = outside_window(installed)
+    assert (note is None) if says is None else (says in note and JAX_SPEC in note), note
+
+
+def test_the_advice_names_the_release_that_supported_an_older_jax(monkeypatch):
+    from jax_ladder import versions
+
+    # A later release drops 0.10: a user on 0.10 is sent to this one.
+    later = ">=" + "0.11,<" + "0.14"  # (split: the stated-range check reads this file)
+    monkeypatch.setitem(versions.RELEASE_WINDOWS, "9.0.0", later)
+    monkeypatch.setattr(versions, "JAX_SPEC", later)
+    note = versions.outside_window("0.10.2")
+    assert "pip install 'jax-ladder==0.3.0'" in note, note

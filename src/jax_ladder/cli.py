@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -13,7 +14,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
-from jax_ladder import __version__, adopt, changelog, doctor, doctor_project, locate, pythons
+from jax_ladder import (
+    __version__,
+    adopt,
+    changelog,
+    doctor,
+    doctor_project,
+    locate,
+    pythons,
+    versions,
+)
 from jax_ladder import recommend as rec
 from jax_ladder import update as updating
 from jax_ladder.generation import rebuild_commands
@@ -159,7 +169,20 @@ def cmd_new(args: Args) -> int:
     print("  python -m pytest")
     print("  python benchmarks/bench.py")
     print("Then make it your op: README.md's 'Adapt it' table names the files that are yours.")
+    note = _installed_jax_note()
+    if note:
+        print(f"\nNote: {note}")
     return 0
+
+
+def _installed_jax_note() -> str | None:
+    """Where the JAX installed here is outside the window, what to do about it
+    (read from the package metadata: importing JAX is slow and may fail)."""
+    try:
+        installed = importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return versions.outside_window(installed)
 
 
 def _add_update(sub: Subparsers) -> None:

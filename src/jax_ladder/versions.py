@@ -31,5 +31,49 @@ JAX_OLDEST = JAX_WINDOW[0]
 RELEASE_WINDOWS = {
     "0.1.0": ">=0.12,<0.13",
     "0.2.0": ">=0.12,<0.13",
-    "0.3.0": JAX_SPEC,
+    "0.3.0": ">=0.10,<0.13",
 }
+
+
+def _lower_bound(spec: str):
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    return min(Version(s.version) for s in SpecifierSet(spec) if s.operator == ">=")
+
+
+def release_for(jax_version: str) -> str | None:
+    """The newest kit release whose window held `jax_version`, or None."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    held = [r for r, spec in RELEASE_WINDOWS.items() if Version(jax_version) in SpecifierSet(spec)]
+    return max(held, key=Version, default=None)
+
+
+def outside_window(jax_version: str) -> str | None:
+    """What to tell a user whose installed JAX is outside the window, or None
+    when it is inside."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    version = Version(jax_version)
+    if version in SpecifierSet(JAX_SPEC):
+        return None
+    if version > Version(JAX_WINDOW[-1]):
+        return (
+            f"JAX {jax_version} is installed here, newer than this kit has tested "
+            f"(jax{JAX_SPEC}); the project pins that range, so its own environment "
+            "installs a supported JAX."
+        )
+    release = release_for(jax_version)
+    advice = (
+        f"jax-ladder {release} supported it: pip install 'jax-ladder=={release}'"
+        if release
+        else f"no jax-ladder release supported it (the oldest JAX any supported is "
+        f"{min(_lower_bound(spec) for spec in RELEASE_WINDOWS.values())}): upgrade JAX"
+    )
+    return (
+        f"JAX {jax_version} is installed here, older than this kit supports "
+        f"(jax{JAX_SPEC}, the last three minor releases); {advice}."
+    )
