@@ -138,8 +138,55 @@ EXAMPLE_AND_SKELETON = [
     if param.values[0][1].get("example") != "none"
     or param.values[0][1] == covering_combinations(param.values[0][0])[-1]
 ]
+
+
+def oldest_jax_combination(rung):
+    """The one combination per template whose own tests (and mutants) run
+    under the window's oldest JAX instead of the newest (issue 28): the first
+    covering combination after the default that runs its whole suite (not an
+    [only_tests] selection such as ffi's CUDA build checks). One per template,
+    so the oldest JAX costs the suite no extra run."""
+    import mutation
+
+    mutations = mutation.load(template_dir(rung))
+    later = covering_combinations(rung)[1:]
+    return next(c for c in later if not mutations.tests_for(c))
+
+
+def oldest_jax_path() -> Path:
+    """A folder holding jax and jaxlib at the window's oldest version, to put
+    first on PYTHONPATH; the rest (numpy, scipy, ml_dtypes...) comes from this
+    environment. Made once, under a lock, and kept between runs (git-ignored):
+    every worker and every baked project shares it."""
+    import fcntl
+
+    from jax_ladder.versions import JAX_OLDEST
+
+    folder = REPO / ".cache" / f"jax-{JAX_OLDEST}-py{sys.version_info[0]}{sys.version_info[1]}"
+    folder.parent.mkdir(exist_ok=True)
+    with (folder.parent / "oldest-jax.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "jax" / "__init__.py").exists():
+            partial = Path(tempfile.mkdtemp(dir=folder.parent))
+            pins = [f"jax=={JAX_OLDEST}", f"jaxlib=={JAX_OLDEST}"]
+            command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
+            command += ["--disable-pip-version-check", "--target", str(partial), *pins]
+            subprocess.run(command, check=True)
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.rename(folder)
+    return folder
+
+
+def tested_id(rung, combo):
+    """The combination's id; the one tested under the oldest JAX says so."""
+    from jax_ladder.versions import JAX_OLDEST
+
+    oldest = combo == oldest_jax_combination(rung)
+    return combination_id(rung, combo) + (f"-jax={JAX_OLDEST}" if oldest else "")
+
+
 TESTED_COMBINATIONS = [
-    pytest.param((rung, combo), id=combination_id(rung, combo))
+    pytest.param((rung, combo), id=tested_id(rung, combo))
     for rung in available()
     for combo in covering_combinations(rung)
 ]

@@ -188,7 +188,10 @@ class Project:
         """`pytest -x ARGS` in a fresh process (forked from a server that has
         imported JAX once: forked_pytest.py)."""
         if self._runs is None:
-            env = {**os.environ, "PYTHONPATH": str(self.path / "src")}
+            # src/ first; what the caller put on the path (the kit's oldest-JAX
+            # folder, say) stays behind it.
+            path = [str(self.path / "src"), os.environ.get("PYTHONPATH")]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
             self._runs = ForkedPytest(self.path, env)
         return self._runs.run(["-x", "-q", "-p", "no:cacheprovider", *args], TIMEOUT_S)
 

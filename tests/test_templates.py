@@ -5,6 +5,7 @@ Baked projects run in this (shared) environment with src/ on the path;
 test_wheels.py installs each default project's wheel into a new environment.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from conftest import (
     assert_lint_clean,
     covering_combinations,
     files_under,
+    oldest_jax_combination,
+    oldest_jax_path,
     option_combinations,
 )
 
@@ -27,6 +30,7 @@ from jax_ladder.options import MAX_NAME_LENGTH
 from jax_ladder.rungs import available, template_dir
 from jax_ladder.runner import run_project_tests
 from jax_ladder.scaffold import scaffold
+from jax_ladder.versions import JAX_OLDEST
 
 # Jinja left in output: the opening of {% ... %}, {# ... #}, or {{ ... }} that
 # is not a GitHub Actions expression ${{ ... }}. (Closing tokens alone are
@@ -136,7 +140,7 @@ def test_mutation_list_covers_every_category_and_combination(rung):
 
 
 @pytest.mark.parametrize("baked", TESTED_COMBINATIONS, indirect=True)
-def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
+def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch):
     """The project's own tests pass against its oracle; then, for each mutant of
     its mutations.toml that mutation.spread gives this combination (every
     mutant runs in one combination it applies to), they fail. Combinations:
@@ -146,6 +150,19 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked):
     baseline is known to pass before any mutant runs. (xdist's loadgroup cannot
     keep separate tests together here: pytest 9.2 ignores its node-id rewrite.)"""
     rung, combo = request.node.callspec.params["baked"]
+    if combo == oldest_jax_combination(rung):
+        # Build, tests and mutants under the window's oldest JAX (issue 28).
+        oldest = str(oldest_jax_path())
+        monkeypatch.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [oldest, os.environ.get("PYTHONPATH")]))
+        )
+        version = subprocess.run(
+            [sys.executable, "-c", "import jax; print(jax.__version__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert version == JAX_OLDEST, version
     built = mutation.Project(baked, mutation.op_name_of(template_dir(rung), combo))
     combinations = covering_combinations(rung)
     here = combinations.index(combo)
