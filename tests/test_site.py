@@ -207,3 +207,13 @@ def test_the_ladder_plot_draws_every_rung_of_the_stored_measurement(tmp_path):
     text = html.unescape((tmp_path / "ladder.svg").read_text())
     for label in (*plot.AXES, *(row["rung"] for row in results["rows"])):
         assert f">{label}<" in text, label
+
+
+def test_every_template_page_shows_its_measured_benchmark(site):
+    """Issue 27: each template's page carries its `bench.py --plot` drawing (the
+    page test above checks that the image loads)."""
+    from jax_ladder.rungs import available
+
+    for rung in available():
+        (page,) = site.rglob(f"templates/{rung.step}-{rung.name}.html")
+        assert f"{rung.step}-{rung.name}-bench.svg" in page.read_text(), page

@@ -45,13 +45,9 @@ SECTIONS = {
     "Adapt it": ("<!-- adapt-table", "<!-- /adapt-table -->"),
     "What it supports": ("<!-- support-table", "<!-- /support-table -->"),
 }
-# A template's measured benchmark plot, where it has one (first found wins).
-BENCH_PLOTS = (
-    "bench.svg",
-    f"{PROJECT}/docs/bench.svg",
-    f"{PROJECT}/docs/_static/bench.svg",
-    f"{PROJECT}/benchmarks/bench.svg",
-)
+# A template's measured benchmark plot (`benchmarks/bench.py --plot`), which its
+# generated docs show too.
+BENCH_PLOT = f"{PROJECT}/docs/benchmark.svg"
 TEMPLATE_FILL, NO_TEMPLATE_FILL, INK = "#dbe7fb", "#f2f2f2", "#1f2a44"
 
 
@@ -274,11 +270,14 @@ def template_md(rung: Rung, images: Path) -> str:
         f"## {title}\n\nFrom the generated README, with the default options.\n\n{body}\n"
         for title, body in readme_sections(template).items()
     ]
-    plot = next((template / p for p in BENCH_PLOTS if (template / p).is_file()), None)
-    if plot is not None:
+    plot = template / BENCH_PLOT
+    if plot.is_file():
         name = f"{rung.step}-{rung.name}-bench.svg"
         copy_if_changed(plot, images / name)
-        parts.append(f"## Benchmark\n\n![{rung.name}'s measured benchmark]({name})\n")
+        parts.append(
+            f"## Benchmark\n\nThe worked example's `benchmarks/bench.py --plot`, with the "
+            f"machine and date it was measured on.\n\n![{rung.name}'s measured benchmark]({name})\n"
+        )
     return "\n".join(parts)
 
 
