@@ -144,13 +144,20 @@ def oldest_jax_combination(rung):
     """The one combination per template whose own tests (and mutants) run
     under the window's oldest JAX instead of the newest (issue 28): the first
     covering combination after the default that runs its whole suite (not an
-    [only_tests] selection such as ffi's CUDA build checks). One per template,
+    [only_tests] selection such as ffi's CUDA build checks) and holds no value
+    its mutations.toml lists under `oldest_jax_avoids`. One per template,
     so the oldest JAX costs the suite no extra run."""
     import mutation
 
     mutations = mutation.load(template_dir(rung))
-    later = covering_combinations(rung)[1:]
-    return next(c for c in later if not mutations.tests_for(c))
+
+    def runs_there(combo):
+        avoided = any(
+            f"{key}={value}" in mutations.oldest_jax_avoids for key, value in combo.items()
+        )
+        return not mutations.tests_for(combo) and not avoided
+
+    return next(c for c in covering_combinations(rung)[1:] if runs_there(c))
 
 
 def oldest_jax_path() -> Path:

@@ -81,6 +81,9 @@ class MutationList:
     # "option=value" -> the only own tests the kit's suite runs for a combination
     # with that value (its table says why the rest would repeat another's).
     only_tests: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # "option=value"s the window's oldest JAX cannot run (the project refuses
+    # them there), so the kit's oldest-JAX pass picks another combination.
+    oldest_jax_avoids: tuple[str, ...] = ()
 
     def tests_for(self, options: dict[str, str]) -> tuple[str, ...]:
         """The own tests to run for a combination; () means all of them."""
@@ -109,7 +112,8 @@ def load(template: Path) -> MutationList:
         entry["tests"] = tuple(entry.get("tests", ()))
         mutants.append(Mutant(**entry))
     only = {key: tuple(tests) for key, tests in data.get("only_tests", {}).items()}
-    return MutationList(tuple(mutants), dict(data.get("not_applicable", {})), only)
+    avoids = tuple(data.get("oldest_jax_avoids", ()))
+    return MutationList(tuple(mutants), dict(data.get("not_applicable", {})), only, avoids)
 
 
 def package_of(project: Path) -> str:

@@ -134,6 +134,8 @@ def test_mutation_list_covers_every_category_and_combination(rung):
     # The suite runs each mutant once (mutation.spread), in a combination whose
     # tests it runs: every live one, and every such combination's tests kill some.
     tested = covering_combinations(rung)
+    values = {f"{k}={v}" for combo in option_combinations(rung) for k, v in combo.items()}
+    assert set(mutations.oldest_jax_avoids) <= values, mutations.oldest_jax_avoids
     chosen = mutation.spread(mutations, tested)
     assert set(chosen) == {m.name for m in mutations.mutants if not m.survives}
     assert set(chosen.values()) == set(range(len(tested)))
