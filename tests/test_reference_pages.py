@@ -68,7 +68,7 @@ def test_recommend_points_at_existing_pages():
         assert (REPO / rec.recommend(answers).page).is_file(), rule.id
 
 
-# Names a page mentions as gone or deprecated on purpose.
+# Names a page mentions as gone, deprecated or in some versions only, on purpose.
 GONE = {
     "jax.extend.ffi",
     "jax.experimental.export",
@@ -80,6 +80,8 @@ GONE = {
     "jax.interpreters.pxla.thread_resources",
     "jax.device_put_replicated",
     "jax.device_put_sharded",
+    # In part of the window only (the page says which versions have it).
+    "jax.custom_remat",
 }
 
 
