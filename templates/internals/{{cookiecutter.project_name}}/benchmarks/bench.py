@@ -90,7 +90,7 @@ def main():
     if args.plot:
         plot.require_matplotlib()  # before minutes of measuring
     # Each axis of the conformance sizes times the scale.
-    scales = [4] if args.quick else [4, 16, 64, 256]
+    scales = [4] if args.quick else [2, 4, 8, 16, 32]
     repeats = 3 if args.quick else args.repeats
     # For the plot: per pass, per series, (elements per operand, seconds).
     drawn = {name: {series: ([], []) for series in SERIES} for name in PASSES}
