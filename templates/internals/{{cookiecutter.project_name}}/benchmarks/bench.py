@@ -39,10 +39,10 @@ from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import _compute
 # (importing it imports tests/conftest.py, which gives JAX eight CPU devices;
 # the benchmark runs on the first).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import plot  # noqa: E402  (benchmarks/plot.py, next to this file)
+
 from conformance import make_args  # noqa: E402
 from op_spec import SPEC  # noqa: E402
-
-import plot  # noqa: E402  (benchmarks/plot.py, next to this file)
 
 PASSES = ("forward", "value_and_grad")
 SERIES = ("primitive", "formula inline", "reference")
@@ -111,6 +111,7 @@ def main():
         operands = make_args(dataclasses.replace(SPEC, sizes=sizes), rng)
         label = ", ".join(f"{axis}={size}" for axis, size in sizes.items())
         elements = max(a.size for a in operands)
+        dtype = operands[0].dtype
         for name, wrap in (("forward", jax.jit), ("value_and_grad", value_and_grad)):
             # The primitive against the formula, in turn; the reference (which
             # may be far slower) apart, so that it does not decide their ratio.
@@ -135,7 +136,7 @@ def main():
     if args.plot:
         panels = [
             plot.Panel(
-                title=f"{SPEC.name}: {name}, jitted",
+                title=f"{name}, jitted, {dtype}",
                 xlabel="elements per operand",
                 ylabel="median time (ms)",
                 series=drawn[name],
