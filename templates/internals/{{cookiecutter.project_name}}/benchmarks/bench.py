@@ -59,18 +59,18 @@ def value_and_grad(f):
     return jax.jit(jax.value_and_grad(loss, argnums=argnums))
 
 
-def median_seconds(fns, args, repeats):
+def median_seconds(fns, args, repeats, seconds=0.5):
     """Median time of each compiled function, calling them in turn, in
     alternating order (each goes first as often as the other).
 
-    Short calls get more repeats (about half a second per function), so that
+    Short calls get more repeats (about `seconds` per function), so that
     a microsecond's noise does not decide the ratio.
     """
     for fn in fns:
         jax.block_until_ready(fn(*args))  # warm-up: compile and first run
     start = time.perf_counter()
     jax.block_until_ready(fns[0](*args))
-    repeats = max(repeats, min(2000, int(0.5 / max(time.perf_counter() - start, 1e-6))))
+    repeats = max(repeats, min(2000, int(seconds / max(time.perf_counter() - start, 1e-6))))
     times = [[] for _ in fns]
     for i in range(repeats):
         order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
@@ -92,6 +92,8 @@ def main():
     # Each axis of the conformance sizes times the scale.
     scales = [4] if args.quick else [2, 4, 8, 16, 32]
     repeats = 3 if args.quick else args.repeats
+    # The quick run is a smoke test (CI, tests/test_bench_plot.py): its repeats, no more.
+    seconds = 0.0 if args.quick else 0.5
     # For the plot: per pass, per series, (elements per operand, seconds).
     drawn = {name: {series: ([], []) for series in SERIES} for name in PASSES}
     moved = ([], [])  # the forward's bytes read and written, as seconds of copying
@@ -116,8 +118,8 @@ def main():
             # The primitive against the formula, in turn; the reference (which
             # may be far slower) apart, so that it does not decide their ratio.
             fns = [wrap(SPEC.op), wrap(_compute)]
-            t_prim, t_formula = median_seconds(fns, operands, repeats)
-            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats)
+            t_prim, t_formula = median_seconds(fns, operands, repeats, seconds)
+            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats, seconds)
             for series, seconds in zip(SERIES, (t_prim, t_formula, t_ref), strict=True):
                 drawn[name][series][0].append(elements)
                 drawn[name][series][1].append(seconds * 1e3)
