@@ -22,6 +22,7 @@ if skeleton:
     # The example's own tests: they test the tridiagonal product.
     for path in (f"tests/test_{op}.py", "tests/test_hijax.py", "tests/test_ffi_handler.py"):
         Path(path).unlink()
+    Path("docs/benchmark.svg").unlink(missing_ok=True)  # the example's measured plot
 shutil.rmtree("_skeleton")
 if "{{ cookiecutter.lowering }}" == "ffi":
     # scikit-build-core's sdist holds every file .gitignore does not exclude.

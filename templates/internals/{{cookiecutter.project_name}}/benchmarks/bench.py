@@ -15,6 +15,12 @@ time.
 
     python benchmarks/bench.py            # default sizes
     python benchmarks/bench.py --quick    # a small size, for CI smoke runs
+    python benchmarks/bench.py --plot docs/benchmark.svg   # and draw it
+
+The plot (benchmarks/plot.py, needs matplotlib: the `bench` extra) has a panel
+per pass, forward and value_and_grad: the median time of each against the
+number of elements per operand, log axes; the forward panel adds the time a
+jitted copy would take to move the same bytes (the memory roofline).
 """
 
 import argparse
@@ -33,8 +39,13 @@ from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import _compute
 # (importing it imports tests/conftest.py, which gives JAX eight CPU devices;
 # the benchmark runs on the first).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import plot  # noqa: E402  (benchmarks/plot.py, next to this file)
+
 from conformance import make_args  # noqa: E402
 from op_spec import SPEC  # noqa: E402
+
+PASSES = ("forward", "value_and_grad")
+SERIES = ("primitive", "formula inline", "reference")
 
 
 def value_and_grad(f):
@@ -48,18 +59,18 @@ def value_and_grad(f):
     return jax.jit(jax.value_and_grad(loss, argnums=argnums))
 
 
-def median_seconds(fns, args, repeats):
+def median_seconds(fns, args, repeats, seconds=0.5):
     """Median time of each compiled function, calling them in turn, in
     alternating order (each goes first as often as the other).
 
-    Short calls get more repeats (about half a second per function), so that
+    Short calls get more repeats (about `seconds` per function), so that
     a microsecond's noise does not decide the ratio.
     """
     for fn in fns:
         jax.block_until_ready(fn(*args))  # warm-up: compile and first run
     start = time.perf_counter()
     jax.block_until_ready(fns[0](*args))
-    repeats = max(repeats, min(2000, int(0.5 / max(time.perf_counter() - start, 1e-6))))
+    repeats = max(repeats, min(2000, int(seconds / max(time.perf_counter() - start, 1e-6))))
     times = [[] for _ in fns]
     for i in range(repeats):
         order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
@@ -74,10 +85,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small size, 3 repeats")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--plot", metavar="FILE.svg", help="also draw the times (matplotlib)")
     args = parser.parse_args()
+    if args.plot:
+        plot.require_matplotlib()  # before minutes of measuring
     # Each axis of the conformance sizes times the scale.
-    scales = [4] if args.quick else [16, 64]
+    scales = [4] if args.quick else [2, 4, 8, 16, 32]
     repeats = 3 if args.quick else args.repeats
+    # The quick run is a smoke test (CI, tests/test_bench_plot.py): its repeats, no more.
+    seconds = 0.0 if args.quick else 0.5
+    # For the plot: per pass, per series, (elements per operand, seconds).
+    drawn = {name: {series: ([], []) for series in SERIES} for name in PASSES}
+    moved = ([], [])  # the forward's bytes read and written, as seconds of copying
+    bandwidth = plot.copy_bandwidth(8 if args.quick else 64) if args.plot else None
 
     print(
         f"jax {jax.__version__} on {jax.devices()[0].platform}; median of at least {repeats} "
@@ -92,17 +112,42 @@ def main():
         sizes = {axis: size * scale for axis, size in SPEC.sizes.items()}
         operands = make_args(dataclasses.replace(SPEC, sizes=sizes), rng)
         label = ", ".join(f"{axis}={size}" for axis, size in sizes.items())
+        elements = max(a.size for a in operands)
+        dtype = operands[0].dtype
         for name, wrap in (("forward", jax.jit), ("value_and_grad", value_and_grad)):
             # The primitive against the formula, in turn; the reference (which
             # may be far slower) apart, so that it does not decide their ratio.
             fns = [wrap(SPEC.op), wrap(_compute)]
-            t_prim, t_formula = median_seconds(fns, operands, repeats)
-            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats)
+            t_prim, t_formula = median_seconds(fns, operands, repeats, seconds)
+            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats, seconds)
+            for series, seconds in zip(SERIES, (t_prim, t_formula, t_ref), strict=True):
+                drawn[name][series][0].append(elements)
+                drawn[name][series][1].append(seconds * 1e3)
             print(
                 f"{label:>16} {name:>15} {1e3 * t_prim:>13.3f} {1e3 * t_formula:>10.3f} "
                 f"{t_formula / t_prim:>9.2f}x {1e3 * t_ref:>12.3f} {t_ref / t_prim:>7.1f}x"
             )
+        if bandwidth:
+            outputs = jax.eval_shape(SPEC.op, *operands)
+            nbytes = sum(a.nbytes for a in operands) + sum(
+                o.size * o.dtype.itemsize for o in jax.tree.leaves(outputs)
+            )
+            moved[0].append(elements)
+            moved[1].append(nbytes / bandwidth * 1e3)
     print("vs X: X's time / the primitive's (above 1 means the primitive wins)")
+    if args.plot:
+        panels = [
+            plot.Panel(
+                title=f"{name}, jitted, {dtype}",
+                xlabel="elements per operand",
+                ylabel="median time (ms)",
+                series=drawn[name],
+                bounds={"copy of the bytes moved": moved} if name == "forward" else {},
+            )
+            for name in PASSES
+        ]
+        plot.write_plot(args.plot, panels, note=plot.machine())
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,21 @@ raises and what to use instead.
 """
 
 import numpy as np
+{%- if cookiecutter.api == "hijax" %}
+import pytest
+{%- endif %}
 {%- if cookiecutter.lowering == "ffi" %}
 from jax import export
+{%- endif %}
+{%- if cookiecutter.api == "hijax" %}
+from jax.experimental import hijax
+
+# api=hijax needs JAX 0.11 (HiPrim): under 0.10 the package refuses to import,
+# which tests/test_jax_api_surface.py checks; the tests built from this skip.
+if not hasattr(hijax, "HiPrim"):
+    pytest.skip("api=hijax needs JAX 0.11 or newer", allow_module_level=True)
+
+# isort: split
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import (

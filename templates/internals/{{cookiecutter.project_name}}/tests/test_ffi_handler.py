@@ -5,6 +5,16 @@ nothing else in XLA checks)."""
 import jax
 import jax.numpy as jnp
 import pytest
+{%- if cookiecutter.api == "hijax" %}
+from jax.experimental import hijax
+
+# api=hijax needs JAX 0.11 (HiPrim): under 0.10 the package refuses to import,
+# which tests/test_jax_api_surface.py checks; the rest of the suite skips.
+if not hasattr(hijax, "HiPrim"):
+    pytest.skip("api=hijax needs JAX 0.11 or newer", allow_module_level=True)
+
+# isort: split
+{%- endif %}
 
 from {{ cookiecutter.package_name }}.ffi_target import TARGET
 

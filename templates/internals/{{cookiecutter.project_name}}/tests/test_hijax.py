@@ -6,11 +6,14 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import export
+from jax.experimental import hijax
+from jax.interpreters import batching
 
 from compare import assert_close
 from op_spec import GRADIENTS, VALUES, matvec_f64, matvec_vjp_f64
 
-hijax = pytest.importorskip("jax.experimental.hijax")
+if not hasattr(hijax, "HiPrim"):  # JAX 0.10: HiPrimitive, an earlier API
+    pytest.skip("HiJAX's HiPrim needs JAX 0.11 or newer", allow_module_level=True)
 
 
 def _shift_down(v):
@@ -53,7 +56,11 @@ class BandProduct(hijax.HiPrim):
         return None
 
     def batch(self, axis_data, args, dims):
-        moved = hijax.bdims_at_front(axis_data, args, dims)
+        # hijax.bdims_at_front (JAX 0.12 on) does this; JAX 0.11 lacks it.
+        size, mesh_axis = axis_data.size, axis_data.explicit_mesh_axis
+        moved = [
+            batching.bdim_at_front(a, b, size, mesh_axis) for a, b in zip(args, dims, strict=True)
+        ]
         return BandProduct(jax.typeof(moved[3]), **self.params)(*moved), 0
 
 

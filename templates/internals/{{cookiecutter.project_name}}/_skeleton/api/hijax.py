@@ -28,9 +28,20 @@ from jax import lax
 from jax.experimental import hijax
 {%- if cookiecutter.lowering == "ffi" %}
 from jax.experimental.xla_metadata import set_xla_metadata
+{%- endif %}
+from jax.interpreters import batching
+{%- if cookiecutter.lowering == "ffi" %}
 
 from . import ffi_target
 {%- endif %}
+
+# HiPrim came with JAX 0.11 (0.10's jax.experimental.hijax has HiPrimitive, an
+# earlier API): refuse here, saying so, rather than fail on the class below.
+if not hasattr(hijax, "HiPrim"):
+    raise ImportError(
+        f"{__name__}: api=hijax needs JAX 0.11 or newer (jax.experimental.hijax.HiPrim); "
+        f"JAX {jax.__version__} is installed: pip install 'jax>=0.11,<0.13'"
+    )
 
 
 def {{ cookiecutter.op_name }}(x: jax.Array) -> jax.Array:
@@ -120,5 +131,9 @@ class {{ cookiecutter.op_name.title().replace("_", "") }}(hijax.HiPrim):
     def batch(self, axis_data: Any, args: Any, dims: Any) -> tuple[Any, int]:
         """TODO: your op's batching rule. The skeleton takes any leading axes,
         so the vmapped axis moved to the front is one more."""
-        moved = hijax.bdims_at_front(axis_data, args, dims)
+        # hijax.bdims_at_front (JAX 0.12 on) does this; JAX 0.11 lacks it.
+        size, mesh_axis = axis_data.size, axis_data.explicit_mesh_axis
+        moved = [
+            batching.bdim_at_front(a, b, size, mesh_axis) for a, b in zip(args, dims, strict=True)
+        ]
         return {{ cookiecutter.op_name }}(*moved), 0
