@@ -19,9 +19,10 @@ keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 
 def drop_example_tests(example, op_name):
     """example=none: the skeleton has no example-specific tests (the conformance
-    matrix and tests/test_reference.py work from tests/op_spec.py alone)."""
+    matrix and tests/test_reference.py work from tests/op_spec.py alone), nor
+    the example's measured benchmark plot (docs/benchmark.md says how to draw one)."""
     if example == "none":
-        for path in (f"tests/test_{op_name}.py", "tests/oracle.py"):
+        for path in (f"tests/test_{op_name}.py", "tests/oracle.py", "docs/benchmark.svg"):
             Path(path).unlink()
 
 

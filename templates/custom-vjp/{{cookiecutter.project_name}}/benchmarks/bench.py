@@ -3,8 +3,14 @@ and compare the compiled programs' memory. Speed goals live here, never in tests
 The op, its arguments and the sizes come from the declaration, tests/op_spec.py
 (SPEC and BENCH_SIZES), so this file needs no edit for another op.
 
-    python benchmarks/bench.py            # default sizes
-    python benchmarks/bench.py --quick    # a small size, for CI smoke runs
+    python benchmarks/bench.py                            # default sizes
+    python benchmarks/bench.py --quick                    # a small size, for CI smoke runs
+    python benchmarks/bench.py --plot docs/benchmark.svg  # the table, and a plot of it
+
+The plot (benchmarks/plot.py; needs matplotlib, the `bench` extra) has two
+panels against the bytes the op must move: the time of each side with a dashed
+roofline (those bytes over this machine's copy bandwidth), and each side's
+peak and temporary memory of the compiled program.
 
 Both sides are timed in the same run, call by call in turn (so a busy machine
 slows both alike), after a warm-up; the figure is the median.
@@ -22,6 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plot  # noqa: E402  (benchmarks/plot.py: imports matplotlib only to draw)
+
 import op_spec  # noqa: E402  (the declaration, beside the tests)
 from conformance import cotangents_for, make_args  # noqa: E402
 
@@ -71,6 +80,55 @@ def peak_bytes(compiled):
     )
 
 
+def bytes_moved(spec, inputs):
+    """The least the backward pass must move, from the sizes and dtypes alone:
+    the op's inputs and its cotangents read, its outputs and the gradients
+    written (one per differentiable argument). `inputs` is (cotangents, *args)."""
+    cotangents, *args = inputs
+    outputs = jax.eval_shape(spec.op, *args)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    gradients = [a for a, arg in zip(args, spec.args, strict=True) if arg.differentiable]
+    arrays = [*args, *cotangents, *outputs, *gradients]
+    return sum(int(np.prod(a.shape)) * jnp.dtype(a.dtype).itemsize for a in arrays)
+
+
+def draw(path, rows, bandwidth):
+    """Two panels against the bytes moved: time (with the roofline) and memory."""
+    rows = sorted(rows, key=lambda r: r["bytes"])
+    mb = [r["bytes"] / 1e6 for r in rows]
+    ran = [r for r in rows if r["t_reference"] is not None]
+    xlabel = "bytes the op must move (MB: inputs, outputs, cotangents, gradients)"
+    timing = plot.Panel(
+        "jit(value_and_grad) time",
+        xlabel,
+        "median time (ms)",
+        series={
+            "custom rule": (mb, [1e3 * r["t_custom"] for r in rows]),
+            "reference (autodiff)": (
+                [r["bytes"] / 1e6 for r in ran],
+                [1e3 * r["t_reference"] for r in ran],
+            ),
+        },
+        bounds={"roofline (bytes / copy bandwidth)": (mb, [1e3 * b * 1e6 / bandwidth for b in mb])},
+    )
+    memory = plot.Panel(
+        "compiled program's memory (memory_analysis)",
+        xlabel,
+        "bytes (MB)",
+        series={
+            "custom rule, peak": (mb, [r["peak_custom"] / 1e6 for r in rows]),
+            "reference, peak": (mb, [r["peak_reference"] / 1e6 for r in rows]),
+            "custom rule, temporaries": (mb, [max(r["temp_custom"], 1) / 1e6 for r in rows]),
+            "reference, temporaries": (mb, [max(r["temp_reference"], 1) / 1e6 for r in rows]),
+        },
+    )
+    note = (
+        f"{plot.machine()}; copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
+        f"peak = arguments + outputs + temporaries"
+    )
+    plot.write_plot(path, [timing, memory], note=note)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small size, 3 repeats")
@@ -81,7 +139,10 @@ def main():
         default=4.0,
         help="compile but do not run the reference when it needs more than this",
     )
+    parser.add_argument("--plot", metavar="FILE.svg", help="also draw the results (matplotlib)")
     args = parser.parse_args()
+    if args.plot:
+        plot.require_matplotlib()  # now, not after minutes of measuring
     spec = op_spec.SPEC
     sizes = getattr(op_spec, "BENCH_SIZES", [dict(spec.sizes)])
     sizes = sizes[:1] if args.quick else sizes[1:] or sizes
@@ -96,6 +157,7 @@ def main():
         f"{'custom MB':>10} {'reference MB':>13} {'memory ratio':>13}"
     )
     rng = np.random.default_rng(0)
+    rows = []
     for size in sizes:
         sized = dataclasses.replace(spec, sizes=size)
         inputs = make_args(sized, rng)
@@ -108,7 +170,19 @@ def main():
             timing = f"{1e3 * t_reference:>13.2f} {t_reference / t_custom:>8.2f}x"
         else:
             (t_custom,) = median_seconds([custom], inputs, repeats)
+            t_reference = None
             timing = f"{'not run':>13} {'':>9}"
+        rows.append(
+            {
+                "bytes": bytes_moved(spec, inputs),
+                "t_custom": t_custom,
+                "t_reference": t_reference,
+                "peak_custom": b_custom,
+                "peak_reference": b_reference,
+                "temp_custom": custom.memory_analysis().temp_size_in_bytes,
+                "temp_reference": reference.memory_analysis().temp_size_in_bytes,
+            }
+        )
         label = ", ".join(f"{axis}={n}" for axis, n in size.items())
         print(
             f"{label:>24} {1e3 * t_custom:>10.2f} {timing} {b_custom / 1e6:>10.1f} "
@@ -116,6 +190,11 @@ def main():
         )
     print("speed-up and memory ratio: reference / custom (above 1 means the custom rule wins)")
     print(f"reference 'not run': its compiled program needs more than {args.max_reference_gb} GB")
+    if args.plot:
+        if all(r["t_reference"] is None for r in rows):
+            sys.exit("--plot: the reference ran at no size; raise --max-reference-gb")
+        draw(args.plot, rows, plot.copy_bandwidth(megabytes=16 if args.quick else 64))
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":
