@@ -187,6 +187,14 @@ def main():
     if args.plot:
         repeats = 3 if args.quick else args.repeats
         sweep, shape = shard_sweep(SCALES[0] if args.quick else PLOT_SCALE, repeats)
+        print(f"shard sweep, {shape} sharded over a 1 x shards mesh (the plot):")
+        print(f"{'shards':>7} {'rule bytes':>11} {'no-rule bytes':>14}   run ms: rule / no rule")
+        (rule_bytes, plain_bytes), (rule_s, plain_s) = sweep["bytes"], sweep["seconds"]
+        for i, count in enumerate(sweep["shards"]):
+            print(
+                f"{count:>7} {rule_bytes[i]:>11,} {plain_bytes[i]:>14,} "
+                f"{1e3 * rule_s[i]:>14.2f} / {1e3 * plain_s[i]:.2f}"
+            )
         draw(args.plot, sweep, shape)
 
 
