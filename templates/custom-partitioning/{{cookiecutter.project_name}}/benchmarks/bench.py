@@ -114,7 +114,7 @@ def draw(path, sweep, shape):
 
     second = SPEC.args[0].axes[1]
     xlabel = f"shards of axis {second!r} (devices)"
-    names = (f"{SPEC.name} (custom_partitioning)", "reference (plain JAX)")
+    names = ("the op (custom_partitioning)", "its reference (plain JAX)")
     xs = sweep["shards"]
     panels = [
         plot.Panel(
