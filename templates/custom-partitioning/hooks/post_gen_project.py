@@ -4,9 +4,11 @@ and lay out the worked example or the skeleton (see keep_example)."""
 import shutil
 from pathlib import Path
 
-# The worked example's own files: its tests, its float64 NumPy oracle and the
-# two-process test. The skeleton (example=none) has none of them.
+# The worked example's own files: its tests, its float64 NumPy oracle, the
+# two-process test and its measured benchmark plot. The skeleton
+# (example=none) has none of them.
 EXAMPLE_ONLY = [
+    "docs/benchmark.svg",
     "tests/test_{{ cookiecutter.op_name }}.py",
     "tests/oracle.py",
     "tests/test_reference.py",

@@ -132,18 +132,23 @@ def _finish(
 
 
 def _fwd_shard(
-    x: jax.Array, k: int, item_axes: AxisNames
+    x: jax.Array, k: int, item_axes: AxisNames, in_shard_map: bool
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The forward on one shard of x, under the partitioner or shard_map."""
+    """The forward on one shard of x, under the partitioner or (in_shard_map)
+    shard_map."""
     values, indices = jax.lax.top_k(x, k)
     indices = indices + shard_offset(item_axes, x.shape[1])
     if item_axes is not None:
         # Merge: every shard's k candidates, in shard order, then top k
         # again. Ties keep the lower shard, hence the lower global index.
-        # to="invarying": every item shard then holds the same rows, which
-        # shard_map's type check must know to accept them replicated.
-        values = jax.lax.all_gather(values, item_axes, axis=1, tiled=True, to="invarying")
-        indices = jax.lax.all_gather(indices, item_axes, axis=1, tiled=True, to="invarying")
+        # Under shard_map, to="invarying": every item shard then holds the
+        # same rows, which shard_map's type check must know to accept them
+        # replicated. The partitioner has no such check, and there
+        # "invarying" fails on JAX 0.10 and 0.11 (its pvary asks for Manual
+        # mesh axes), so the plain all_gather (the same HLO).
+        to = "invarying" if in_shard_map else "varying"
+        values = jax.lax.all_gather(values, item_axes, axis=1, tiled=True, to=to)
+        indices = jax.lax.all_gather(indices, item_axes, axis=1, tiled=True, to=to)
         values, best = jax.lax.top_k(values, k)
         indices = jnp.take_along_axis(indices, best, axis=1)
     return _finish(x, values, indices, item_axes)
@@ -161,7 +166,7 @@ def _partition_fwd(
     x_shape = arg_shapes[0]
     mesh, batch_axes, item_axes = _mesh_and_axes(x_shape.sharding, x_shape.shape, k)
     operand, results = _fwd_specs(batch_axes, item_axes)
-    per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
+    per_shard = partial(_fwd_shard, k=k, item_axes=item_axes, in_shard_map=False)
     named = partial(NamedSharding, mesh)
     return mesh, per_shard, tuple(map(named, results)), (named(operand),)
 
@@ -178,7 +183,7 @@ def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     if explicit(x):
         mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
         operand, results = _fwd_specs(batch_axes, item_axes)
-        per_shard = partial(_fwd_shard, k=k, item_axes=item_axes)
+        per_shard = partial(_fwd_shard, k=k, item_axes=item_axes, in_shard_map=True)
         op: Callable[..., Any] = jax.shard_map(
             per_shard, mesh=mesh, in_specs=operand, out_specs=results
         )
