@@ -123,6 +123,14 @@ def serialization_version(blob: bytes | bytearray) -> int:
     return int(root.Get(number_types.Uint16Flags, root.Pos + field)) if field else 0
 
 
+def retires_old_formats() -> bool:
+    """Whether this JAX refuses a serialization format it has retired, and has
+    EXPIRED_VERSIONS_FLAG to load one anyway: JAX 0.11 and later. JAX 0.10
+    reads every format from 2 on (the device count in the old 16-bit field
+    included) and has no such flag, so there an old artifact simply loads."""
+    return hasattr(jax.config, EXPIRED_VERSIONS_FLAG)
+
+
 @cache
 def current_serialization_version() -> int:
     """The serialization format version this JAX writes."""
