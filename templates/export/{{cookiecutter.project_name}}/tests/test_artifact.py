@@ -428,6 +428,28 @@ def test_expired_artifact_loads_with_the_escape_hatch(expired):
     assert_close(old(*inputs.values()), want, VALUES)
 
 
+def test_artifact_from_a_newer_jax_it_cannot_read_is_refused_clearly(saved, monkeypatch):
+    # What JAX 0.10 does with an artifact from JAX 0.12 (see test_golden.py),
+    # under any JAX: a newer exporter, a module this JAX cannot parse.
+    meta = artifact.metadata_path(saved)
+    data = json.loads(meta.read_text())
+    meta.write_text(json.dumps(data | {"jax_version": "99.0.0"}))
+
+    def unreadable(self, serialized=True):
+        raise RuntimeError("INVALID_ARGUMENT: Failed to deserialize StableHLO")
+
+    try:
+        with monkeypatch.context() as older_jax:
+            older_jax.setattr(export.Exported, "mlir_module", unreadable)
+            with pytest.raises(artifact.ExportedByANewerJax) as refused:
+                artifact.load(saved)
+    finally:
+        meta.write_text(json.dumps(data))
+    message = str(refused.value)
+    assert f"exported by jax 99.0.0, and jax {jax.__version__} cannot read its StableHLO" in message
+    assert "Load it with jax 99.0.0 or later, or re-export it with this JAX" in message
+
+
 def test_missing_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="no artifact at"):
         artifact.load(tmp_path / "nothing.jax")
