@@ -25,6 +25,9 @@ keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 # example: the skeleton and the batch-only model have none.
 if "{{ cookiecutter.example }}" == "none" or "{{ cookiecutter.symbolic_dims }}" != "batch,seq":
     Path("tests/test_{{ cookiecutter.op_name }}.py").unlink()
+    # The measured plot is the worked example's, with its sequence axis: the
+    # skeleton and the batch-only model draw their own (docs/benchmark.md says how).
+    Path("docs/benchmark.svg").unlink()
 
 # PYTHONDONTWRITEBYTECODE: importing the new package from src/ would otherwise
 # leave src/<package>/__pycache__/ in the freshly generated project.

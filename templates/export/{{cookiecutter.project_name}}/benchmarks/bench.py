@@ -1,16 +1,22 @@
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
 """Call time of the deserialized artifact, through Artifact.__call__ (its
 input checks included), against jax.jit of the original model; plus the
-artifact's size and time to deserialize.
+artifact's size and time to deserialize, and the time to a first result.
 
     python benchmarks/bench.py                # default sizes
     python benchmarks/bench.py --quick        # one small size, for CI smoke runs
     python benchmarks/bench.py --repeats 400  # more rounds: a steadier median
+    python benchmarks/bench.py --plot docs/benchmark.svg  # and draw it (matplotlib)
 
 The two sides are timed in the same run, interleaved: each round times a few
 calls of one side, then of the other (the order alternating between rounds),
 so that a load that comes and goes on the machine hits both alike. The ratio is
 the median over rounds of each round's artifact / jit time.
+
+The time to a first result is what a fresh process pays before its first
+answer: load the artifact (read, verify, deserialize) and call it once (which
+compiles its StableHLO), against jax.jit of the model called once (trace,
+lower, compile), in CPU time. Each is the median of a few fresh starts per size.
 """
 
 import argparse
@@ -24,6 +30,8 @@ from jax import export
 
 from {{ cookiecutter.package_name }} import artifact, init_params
 from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import exported_function
+
+import plot  # benchmarks/plot.py, beside this file
 
 # Each timed sample repeats the call until it lasts about this long, so that
 # the timer's own cost does not count for small inputs.
@@ -53,13 +61,36 @@ def compare(artifact_call, jit_call, rounds):
     return statistics.median(times[0]), statistics.median(times[1]), ratios
 
 
+def first_result(path, params, inputs, starts):
+    """Median CPU seconds from nothing compiled to a first result, per side: a
+    fresh load of the artifact and a fresh jax.jit of the model, each called
+    once. CPU time (this process's, all threads), not wall time: compiling is
+    long enough for other work on a shared machine to inflate a wall clock."""
+    times = ([], [])
+    for _ in range(starts):
+        start = time.process_time()
+        jax.block_until_ready(artifact.load(path)(*inputs))
+        times[0].append(time.process_time() - start)
+        # A new function each time: jax.jit traces and compiles it anew.
+        fresh = jax.jit(lambda params, *inputs: exported_function(params)(*inputs))
+        start = time.process_time()
+        jax.block_until_ready(fresh(params, *inputs))
+        times[1].append(time.process_time() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small size, 20 rounds")
     parser.add_argument("--repeats", type=int, default=200, help="rounds per size")
+    parser.add_argument("--plot", metavar="FILE.svg", help="also draw the results (matplotlib)")
     args = parser.parse_args()
+    if args.plot:
+        plot.require_matplotlib()  # now, not after minutes of measuring
     rounds = 20 if args.quick else args.repeats
-    sizes = {% if seq %}[(8, 16)] if args.quick else [(8, 16), (64, 128), (512, 128)]{% else %}[(8,)] if args.quick else [(8,), (1024,), (65536,)]{% endif %}
+    starts = 1 if args.quick else 3  # fresh starts per size, for the time to a first result
+    # The batch grows; {% if seq %}the sequence length stays at its largest (s <= 128).{% else %}the artifact's one symbolic dimension.{% endif %}
+    sizes = {% if seq %}[(8, 16)] if args.quick else [(1, 128), (8, 128), (64, 128), (512, 128)]{% else %}[(8,)] if args.quick else [(8,), (128,), (1024,), (8192,), (65536,)]{% endif %}
 
     with tempfile.TemporaryDirectory() as tmp:
         path = artifact.save(artifact.export_model(), Path(tmp) / "model.jax")
@@ -70,32 +101,78 @@ def main():
             export.deserialize(bytearray(blob))
         deserialize_ms = 1e3 * (time.perf_counter() - start) / 5
 
-    platform = jax.devices()[0].platform
-    print(f"jax {jax.__version__} on {platform}; {rounds} interleaved rounds per size")
-    print(
-        f"artifact: {len(blob)} bytes, platforms {', '.join(artifact.PLATFORMS)}, "
-        f"deserialize {deserialize_ms:.2f} ms"
-    )
-    # What the artifact replaces: the model's own function, jitted, its weights
-    # passed as arguments.
-    original = jax.jit(lambda params, *inputs: exported_function(params)(*inputs))
-    params = init_params()
-    print(f"{'sizes':>12} {'artifact ms':>12} {'jit ms':>9} {'ratio':>7} {'ratio q1-q3':>12}")
-    for size in sizes:
-        inputs = artifact.random_inputs(loaded.metadata, {% if seq %}batch=size[0], seq=size[1]{% else %}batch=size[0]{% endif %}, seed=0)
-        # On the device already, so that both sides time the call, not a copy.
-        inputs = [jax.device_put(x) for x in inputs.values()]
-        t_artifact, t_original, ratios = compare(
-            lambda inputs=inputs: loaded(*inputs),
-            lambda inputs=inputs: original(params, *inputs),
-            rounds,
-        )
-        q1, _, q3 = statistics.quantiles(ratios)
+        platform = jax.devices()[0].platform
+        print(f"jax {jax.__version__} on {platform}; {rounds} interleaved rounds per size")
         print(
-            f"{str(size):>12} {1e3 * t_artifact:>12.3f} {1e3 * t_original:>9.3f} "
-            f"{statistics.median(ratios):>6.2f}x {q1:>6.2f}-{q3:.2f}"
+            f"artifact: {len(blob)} bytes, platforms {', '.join(artifact.PLATFORMS)}, "
+            f"deserialize {deserialize_ms:.2f} ms"
         )
+        # What the artifact replaces: the model's own function, jitted, its weights
+        # passed as arguments.
+        original = jax.jit(lambda params, *inputs: exported_function(params)(*inputs))
+        params = init_params()
+        print(
+            f"{'sizes':>12} {'artifact ms':>12} {'jit ms':>9} {'ratio':>7} {'ratio q1-q3':>12}"
+            f" {'first result: artifact CPU ms':>30} {'jit CPU ms':>11}"
+        )
+        rows = []
+        for size in sizes:
+            inputs = artifact.random_inputs(loaded.metadata, {% if seq %}batch=size[0], seq=size[1]{% else %}batch=size[0]{% endif %}, seed=0)
+            # On the device already, so that both sides time the call, not a copy.
+            inputs = [jax.device_put(x) for x in inputs.values()]
+            t_artifact, t_original, ratios = compare(
+                lambda inputs=inputs: loaded(*inputs),
+                lambda inputs=inputs: original(params, *inputs),
+                rounds,
+            )
+            first = first_result(path, params, inputs, starts)
+            rows.append((size, t_artifact, t_original, *first))
+            q1, _, q3 = statistics.quantiles(ratios)
+            print(
+                f"{str(size):>12} {1e3 * t_artifact:>12.3f} {1e3 * t_original:>9.3f} "
+                f"{statistics.median(ratios):>6.2f}x {q1:>6.2f}-{q3:.2f}"
+                f" {1e3 * first[0]:>30.1f} {1e3 * first[1]:>11.1f}"
+            )
     print("ratio: artifact / jit, per round (1.00x: the artifact costs nothing extra per call)")
+    print("first result: CPU ms of a fresh load + first call, against a fresh jax.jit + first call")
+    if args.plot:
+        draw(args.plot, rows, len(blob))
+        print(f"plot: {args.plot}")
+
+
+def draw(path, rows, size_bytes):
+    """Two panels against the batch size: the time per call, and the time
+    from nothing compiled to a first result."""
+    batches = [size[0] for size, *_ in rows]
+    ms = [[1e3 * row[i] for row in rows] for i in range(1, 5)]
+    xlabel = "batch size b (rows{% if seq %}, each of s tokens{% endif %})"
+    {%- if seq %}
+    seqs = sorted({size[1] for size, *_ in rows})
+    where = f", s = {', '.join(map(str, seqs))}"
+    {%- else %}
+    where = ""
+    {%- endif %}
+    panels = [
+        plot.Panel(
+            f"Time per call{where}",
+            xlabel,
+            "milliseconds per call (median)",
+            series={
+                "artifact (deserialized, inputs checked)": (batches, ms[0]),
+                "jax.jit of the model": (batches, ms[1]),
+            },
+        ),
+        plot.Panel(
+            f"Time to a first result ({size_bytes:,} byte artifact)",
+            xlabel,
+            "CPU milliseconds, nothing compiled before",
+            series={
+                "load artifact + first call": (batches, ms[2]),
+                "jax.jit of the model + first call": (batches, ms[3]),
+            },
+        ),
+    ]
+    plot.write_plot(path, panels, note=plot.machine())
 
 
 if __name__ == "__main__":

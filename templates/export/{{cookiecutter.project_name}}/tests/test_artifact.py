@@ -373,18 +373,37 @@ def test_garbage_file_with_matching_metadata(loaded, tmp_path):
 def expired(loaded, tmp_path, monkeypatch):
     """The artifact as JAX wrote it before November 2025 (serialization format
     4 or older), by JAX's own flatbuffer builder: the device count in the old
-    16-bit field, which JAX 0.12 refuses to read; 3 in the version field, what
-    JAX wrote there whatever the format until July 2026; no JAX version."""
+    16-bit field, which JAX 0.11 and 0.12 refuse to read; 3 in the version
+    field, what JAX wrote there whatever the format until July 2026; no JAX
+    version (JAX 0.10 writes none: raising=False)."""
     add_version = flatbuffer.ExportedAddSerializationVersion
     with monkeypatch.context() as old_jax:
         old_jax.setattr(
             flatbuffer, "ExportedAddSerializationVersion", lambda b, _: add_version(b, 3)
         )
         old_jax.setattr(flatbuffer, "ExportedAddNrDevices", flatbuffer.ExportedAddNrDevicesShort)
-        old_jax.setattr(flatbuffer, "ExportedAddJaxVersion", lambda b, _: None)
+        old_jax.setattr(flatbuffer, "ExportedAddJaxVersion", lambda b, _: None, raising=False)
         return artifact.save(loaded.exported, tmp_path / "old.jax")
 
 
+RETIRES = pytest.mark.skipif(
+    not artifact.retires_old_formats(),
+    reason=f"jax {jax.__version__} retires no serialization format (JAX 0.11 is the first)",
+)
+
+
+@pytest.mark.skipif(
+    artifact.retires_old_formats(), reason=f"jax {jax.__version__} retires old formats"
+)
+def test_old_format_still_loads_before_jax_0_11(expired):
+    # JAX 0.10 reads the old 16-bit device count and has no expiry: the
+    # artifact that JAX 0.11 and later refuse loads and computes here.
+    old = artifact.load(expired)
+    inputs = inputs_for(old, SIZES[1])
+    assert_close(old(*inputs.values()), SPEC.oracle(*inputs.values()), VALUES)
+
+
+@RETIRES
 def test_expired_serialization_version_names_the_fix(expired):
     assert json.loads(artifact.metadata_path(expired).read_text())["serialization_version"] == 3
     with pytest.raises(ValueError, match="serialization version 3") as refused:
@@ -395,6 +414,7 @@ def test_expired_serialization_version_names_the_fix(expired):
     assert "JAX_EXPORT_DESERIALIZE_EXPIRED_VERSIONS=1" in message
 
 
+@RETIRES
 def test_expired_artifact_loads_with_the_escape_hatch(expired):
     previous = getattr(jax.config, artifact.EXPIRED_VERSIONS_FLAG)
     jax.config.update(artifact.EXPIRED_VERSIONS_FLAG, True)
@@ -406,6 +426,28 @@ def test_expired_artifact_loads_with_the_escape_hatch(expired):
     inputs = inputs_for(old, SIZES[1])
     want = SPEC.oracle(*inputs.values())
     assert_close(old(*inputs.values()), want, VALUES)
+
+
+def test_artifact_from_a_newer_jax_it_cannot_read_is_refused_clearly(saved, monkeypatch):
+    # What JAX 0.10 does with an artifact from JAX 0.12 (see test_golden.py),
+    # under any JAX: a newer exporter, a module this JAX cannot parse.
+    meta = artifact.metadata_path(saved)
+    data = json.loads(meta.read_text())
+    meta.write_text(json.dumps(data | {"jax_version": "99.0.0"}))
+
+    def unreadable(self, serialized=True):
+        raise RuntimeError("INVALID_ARGUMENT: Failed to deserialize StableHLO")
+
+    try:
+        with monkeypatch.context() as older_jax:
+            older_jax.setattr(export.Exported, "mlir_module", unreadable)
+            with pytest.raises(artifact.ExportedByANewerJax) as refused:
+                artifact.load(saved)
+    finally:
+        meta.write_text(json.dumps(data))
+    message = str(refused.value)
+    assert f"exported by jax 99.0.0, and jax {jax.__version__} cannot read its StableHLO" in message
+    assert "Load it with jax 99.0.0 or later, or re-export it with this JAX" in message
 
 
 def test_missing_files(tmp_path):

@@ -14,6 +14,7 @@ import hashlib
 import json
 import operator
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -121,6 +122,14 @@ def serialization_version(blob: bytes | bytearray) -> int:
     root = table.Table(buffer, encode.Get(packer.uoffset, buffer, 0))
     field = root.Offset(4)  # vtable slot of field 0
     return int(root.Get(number_types.Uint16Flags, root.Pos + field)) if field else 0
+
+
+def retires_old_formats() -> bool:
+    """Whether this JAX refuses a serialization format it has retired, and has
+    EXPIRED_VERSIONS_FLAG to load one anyway: JAX 0.11 and later. JAX 0.10
+    reads every format from 2 on (the device count in the old 16-bit field
+    included) and has no such flag, so there an old artifact simply loads."""
+    return hasattr(jax.config, EXPIRED_VERSIONS_FLAG)
 
 
 @cache
@@ -338,7 +347,31 @@ def load(path: StrPath) -> Artifact:
         exported = export.deserialize(bytearray(blob))
     except Exception as err:  # flatbuffers raises assorted errors on bad bytes
         raise ValueError(deserialize_error(path, metadata, err)) from None
+    exported_by = str(metadata.get("jax_version", "?"))
+    if _release(exported_by) > _release(jax.__version__):
+        # JAX reads what older releases wrote, not always what newer ones did:
+        # JAX 0.10 cannot read the StableHLO that JAX 0.12 writes. It would
+        # fail at the first call, deep in JAX; parse the module now instead.
+        try:
+            exported.mlir_module()
+        except Exception as err:
+            raise ExportedByANewerJax(
+                f"{path} was exported by jax {exported_by}, and jax {jax.__version__} cannot "
+                f"read its StableHLO ({type(err).__name__}: {err}); JAX reads artifacts "
+                f"from older releases, not from newer ones. Load it with jax {exported_by} "
+                f"or later, or re-export it with this JAX: python -m {__package__} export "
+                f"--out {path}"
+            ) from None
     return Artifact(exported, metadata)
+
+
+class ExportedByANewerJax(ValueError):
+    """load's error for an artifact that this (older) JAX cannot read."""
+
+
+def _release(jax_version: str) -> tuple[int, ...]:
+    """A JAX version's numbers, to compare releases: "0.12.0.1" -> (0, 12, 0, 1)."""
+    return tuple(int(n) for n in re.findall(r"\d+", jax_version.split("dev")[0]))
 
 
 def deserialize_error(path: Path, metadata: Metadata, err: Exception) -> str:
