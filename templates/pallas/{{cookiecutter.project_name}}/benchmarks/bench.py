@@ -188,7 +188,7 @@ def draw(path, drawn, native, quick):
         megabytes = [b / 1e6 for b in moved]
         panels.append(
             plot.Panel(
-                title=f"{op_spec.SPEC.name} {name}: {kernel.BACKEND} Pallas{where} vs XLA",
+                title=f"{name}: {kernel.BACKEND} Pallas kernel{where} vs XLA",
                 xlabel=XLABELS[name],
                 ylabel="median time (ms)",
                 series={
