@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 PACKAGE = Path("src/{{ cookiecutter.package_name }}")
-# The worked example's own files: its tests, oracle, tuner and tuner's tests.
+# The worked example's own files: its tests, oracle, tuner and tuner's tests,
+# and its measured benchmark plot.
 # The skeleton (example=none) has none of them.
 EXAMPLE_ONLY = [
     "tests/oracle.py",
@@ -15,6 +16,7 @@ EXAMPLE_ONLY = [
     "tests/test_composed.py",
     "tests/test_tune.py",
     "src/{{ cookiecutter.package_name }}/tune.py",
+    "docs/benchmark.svg",
 ]
 # Where the skeleton's files go (each replaces the example's).
 SKELETON = {

@@ -63,10 +63,20 @@ from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import mosaic_gpu as plgpu
-from jax.export import default_export_platform
-from jax.sharding import ManualAxisType
+
+# JAX 0.10's Mosaic GPU has no public interpreter (plgpu.InterpretGPUParams is
+# JAX 0.11's) and needs absl-py to import: this backend needs JAX 0.11 or later
+# (the tpu and triton backends run on JAX 0.10 too).
+if tuple(int(part) for part in jax.__version__.split(".")[:2]) < (0, 11):
+    raise ImportError(
+        f"the mosaic_gpu backend needs JAX >= 0.11 (this is JAX {jax.__version__}):"
+        " pip install -U 'jax>=0.11,<0.13'"
+    )
+
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import mosaic_gpu as plgpu  # noqa: E402
+from jax.export import default_export_platform  # noqa: E402
+from jax.sharding import ManualAxisType  # noqa: E402
 
 BACKEND = "mosaic_gpu"
 # The platform the kernel runs natively on, as jax.export names platforms

@@ -1,5 +1,8 @@
 """What the tests need to know about the Mosaic GPU target (Hopper)."""
 
+import contextlib
+import io
+
 import jax
 from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.sharding import AbstractDevice, AbstractMesh, AxisType
@@ -13,9 +16,39 @@ NAME = "Hopper (sm_90a) GPU"
 # raise: it sets num_cores_or_threads to the kernel's warpgroups (one here) and
 # runs the grid's blocks one after another, so races between thread blocks
 # cannot be seen; races with the TMA (its own simulated threads) can.
+#
+# on_race="raise" is JAX 0.12's: the interpreter of JAX 0.11 prints
+# "RACE DETECTED" and carries on, so run_strict reads what it prints.
+RAISES_ON_RACE = "on_race" in plgpu.InterpretGPUParams.__dataclass_fields__
 STRICT = plgpu.InterpretGPUParams(
-    detect_races=True, on_race="raise", uninitialized_memory="nan", out_of_bounds_reads="raise"
+    detect_races=True,
+    uninitialized_memory="nan",
+    out_of_bounds_reads="raise",
+    **({"on_race": "raise"} if RAISES_ON_RACE else {}),
 )
+
+
+class RaceDetected(RuntimeError):
+    """A data race that an interpreter without on_race (JAX 0.11) printed."""
+
+
+# What a race raises under run_strict.
+RACE_ERROR = jax.errors.JaxRuntimeError if RAISES_ON_RACE else RaceDetected
+
+
+def run_strict(fn, *args, **kwargs):
+    """fn(*args, **kwargs), finished; a data race the strict interpreter saw
+    raises RACE_ERROR ("RACE DETECTED ..."), on every JAX version."""
+    if RAISES_ON_RACE:
+        return jax.block_until_ready(fn(*args, **kwargs))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = jax.block_until_ready(fn(*args, **kwargs))
+    if "RACE DETECTED" in printed.getvalue():
+        raise RaceDetected(printed.getvalue())
+    return result
+
+
 # The custom call a lowered kernel becomes.
 KERNEL_CALL = "custom_call @mosaic_gpu_v2"
 # WGMMA's instruction is 64 rows tall: block_m=96 is not a multiple of 64.

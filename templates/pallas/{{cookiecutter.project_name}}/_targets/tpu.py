@@ -1,5 +1,8 @@
 """What the tests need to know about the TPU target."""
 
+import contextlib
+import io
+
 import jax
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import AbstractDevice, AbstractMesh, AxisType
@@ -10,14 +13,41 @@ NAME = "tpu"
 # race can be seen), visited in a seeded random order; a data race between them
 # raises; memory the kernel did not write reads as NaN, so a missing write or an
 # unmasked edge fails a test; a block read past an array's end raises.
+#
+# on_race="raise" is JAX 0.12's: the interpreters of JAX 0.10 and 0.11 print
+# "RACE DETECTED" and carry on, so run_strict reads what they print.
+RAISES_ON_RACE = "on_race" in pltpu.InterpretParams.__dataclass_fields__
 STRICT = pltpu.InterpretParams(
     detect_races=True,
-    on_race="raise",
     num_cores_or_threads=2,
     random_seed=7,
     uninitialized_memory="nan",
     out_of_bounds_reads="raise",
+    **({"on_race": "raise"} if RAISES_ON_RACE else {}),
 )
+
+
+class RaceDetected(RuntimeError):
+    """A data race that an interpreter without on_race (JAX 0.10, 0.11) printed."""
+
+
+# What a race raises under run_strict.
+RACE_ERROR = jax.errors.JaxRuntimeError if RAISES_ON_RACE else RaceDetected
+
+
+def run_strict(fn, *args, **kwargs):
+    """fn(*args, **kwargs), finished; a data race the strict interpreter saw
+    raises RACE_ERROR ("RACE DETECTED ..."), on every JAX version."""
+    if RAISES_ON_RACE:
+        return jax.block_until_ready(fn(*args, **kwargs))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = jax.block_until_ready(fn(*args, **kwargs))
+    if "RACE DETECTED" in printed.getvalue():
+        raise RaceDetected(printed.getvalue())
+    return result
+
+
 # An error inside the TPU interpreter (a race, say) leaves its global state
 # dirty: reset it before the next kernel runs.
 reset_strict = pltpu.reset_tpu_interpret_mode_state

@@ -8,6 +8,14 @@ NAME = "gpu"
 # Triton kernels have only the plain interpreter: no race detector, no
 # poisoned memory. Masked loads and stores are what keep edges correct.
 STRICT = True
+RACE_ERROR = jax.errors.JaxRuntimeError  # (no race detector: never raised)
+
+
+def run_strict(fn, *args, **kwargs):
+    """fn(*args, **kwargs), finished (the plain interpreter detects no races)."""
+    return jax.block_until_ready(fn(*args, **kwargs))
+
+
 KERNEL_CALL = "__gpu$xla.gpu.triton"
 BAD_BLOCKS = {"block_m": 96}  # Triton needs power-of-two block sizes
 BAD_LOWERING = "power of 2"

@@ -91,7 +91,11 @@ BENCH_SIZES = [
     {"m": 8192, "k": 8192, "n": 8192},
     {"m": 8192, "k": 1024, "n": 8192},
 ]
-BENCH_SIZES_INTERPRETED = [{"m": 256, "k": 256, "n": 256}, {"m": 512, "k": 512, "n": 512}]
+BENCH_SIZES_INTERPRETED = [
+    {"m": 128, "k": 128, "n": 128},
+    {"m": 256, "k": 256, "n": 256},
+    {"m": 512, "k": 512, "n": 512},
+]
 
 
 def bench_flops(sizes: dict[str, int]) -> int:

@@ -118,9 +118,9 @@ def test_strict_interpreter_finds_no_race_or_unwritten_memory(rng, strict):
     shape = (200, 300, 130)
     args = operands(rng, shape, jnp.float32)
     g = jnp.asarray(rng.standard_normal((shape[0], shape[2])), jnp.float32)
-    y = {{ cookiecutter.op_name }}(*args, interpret=strict)
+    y = target.run_strict({{ cookiecutter.op_name }}, *args, interpret=strict)
     assert_close(y, {{ cookiecutter.op_name }}_f64(*args), VALUES)
-    grads = vjp({{ cookiecutter.op_name }}, interpret=strict)(*args, g)
+    grads = target.run_strict(vjp({{ cookiecutter.op_name }}, interpret=strict), *args, g)
     for got, want in zip(grads, {{ cookiecutter.op_name }}_vjp_f64(*args, g), strict=True):
         assert_close(got, want, GRADIENTS)
 {%- if cookiecutter.backend == "tpu" %}
@@ -133,8 +133,8 @@ def test_race_detector_fires_on_a_reduction_axis_marked_parallel(rng, strict, mo
     concurrently, and no race can be seen.)"""
     args = operands(rng, (8, 256, 128), jnp.float32)  # one output tile, two k steps
     monkeypatch.setattr(kernel, "DIMENSION_SEMANTICS", ("parallel", "parallel", "parallel"))
-    with pytest.raises(jax.errors.JaxRuntimeError, match="RACE DETECTED"):
-        jax.block_until_ready({{ cookiecutter.op_name }}(*args, interpret=strict))
+    with pytest.raises(target.RACE_ERROR, match="RACE DETECTED"):
+        target.run_strict({{ cookiecutter.op_name }}, *args, interpret=strict)
 {%- elif cookiecutter.backend == "mosaic_gpu" %}
 
 
@@ -143,8 +143,8 @@ def test_race_detector_fires_on_a_missing_commit_smem(rng, strict, monkeypatch):
     reads the output tile from SMEM before the warpgroup's writes are visible."""
     args = operands(rng, (64, 128, 64), jnp.float32)
     monkeypatch.setattr(kernel.plgpu, "commit_smem", lambda: None)
-    with pytest.raises(jax.errors.JaxRuntimeError, match="RACE DETECTED"):
-        jax.block_until_ready({{ cookiecutter.op_name }}(*args, interpret=strict))
+    with pytest.raises(target.RACE_ERROR, match="RACE DETECTED"):
+        target.run_strict({{ cookiecutter.op_name }}, *args, interpret=strict)
 {%- endif %}
 
 
