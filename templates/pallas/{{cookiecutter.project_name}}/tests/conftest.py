@@ -76,9 +76,7 @@ def pytest_report_header():
 REFUSAL = "needs JAX "
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector):
-    report = yield
+def skip_if_refused(collector, report):
     text = str(report.longrepr) if report.failed else ""
     if REFUSAL in text:
         reason = next(line for line in text.splitlines() if REFUSAL in line)
@@ -124,4 +122,4 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector):
-    return fail_if_skipped((yield))
+    return fail_if_skipped(skip_if_refused(collector, (yield)))
