@@ -19,6 +19,7 @@ if EXAMPLE == "none":
     # The example's own tests, and the optional speed-up (see README.md).
     Path(f"tests/test_{OP}.py").unlink(missing_ok=True)
     Path("csrc/huge_pages.h").unlink(missing_ok=True)
+    Path("docs/benchmark.svg").unlink(missing_ok=True)  # the example's measured plot
 
 if "{{ cookiecutter.cuda }}" != "yes":
     Path("csrc/cuda_handlers.cu").unlink(missing_ok=True)

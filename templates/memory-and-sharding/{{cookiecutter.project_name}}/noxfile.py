@@ -83,8 +83,8 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """The benchmark's quick smoke run (the full run: python benchmarks/bench.py;
-    add --plot FILE.svg to draw it). The benchmark reads the op's declaration in
-    tests/op_spec.py, which imports the test dependencies (with matplotlib)."""
+    add --plot FILE.svg to draw it), with the test dependencies: the op's
+    declaration in tests/op_spec.py needs them, and they bring matplotlib."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "test"))
     session.run("python", "benchmarks/bench.py", "--quick", *session.posargs)
 

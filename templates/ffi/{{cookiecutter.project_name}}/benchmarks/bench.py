@@ -4,6 +4,13 @@ Speed goals live here, never in tests.
 
     python benchmarks/bench.py            # default sizes, float32
     python benchmarks/bench.py --quick    # a small size, for CI smoke runs
+    python benchmarks/bench.py --plot docs/benchmark.svg   # and draw the plot
+
+--plot FILE.svg also times both sides over a sweep of row counts (rows of
+PLOT_COLS elements) and draws time against rows, forward and forward+backward,
+log axes, with a dashed roofline: the bytes the op must move over what a
+jitted copy reaches on this machine (benchmarks/plot.py; needs matplotlib,
+the `bench` extra).
 
 Both sides run the same way: jitted, on arrays already on the device, after
 a warm-up call, timed with block_until_ready. The two are timed in alternation
@@ -38,7 +45,9 @@ pages for them too.
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +55,16 @@ import numpy as np
 
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as op
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference as reference
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plot  # noqa: E402  (benchmarks/plot.py: draws; matplotlib only when drawing)
+
+# The plot's sweep: rows of PLOT_COLS elements, PLOT_ROWS of them (16 MB of
+# float32 at the largest), and a small sweep for --quick.
+PLOT_COLS = 1024
+PLOT_ROWS = (64, 256, 1024, 4096)
+QUICK_PLOT_COLS = 256
+QUICK_PLOT_ROWS = (64, 256)
 
 
 def forward_and_backward(f):
@@ -93,12 +112,68 @@ def max_error(got, want):
     return max(float(np.max(np.abs(a - b))) for a, b in zip(got, want, strict=True))
 
 
+def cases(x, g, nbytes):
+    """(name, FFI side, reference side, operands, bytes moved at least) per pass."""
+    return [
+        ("forward", jax.jit(op), jax.jit(reference), (x,), 2 * nbytes),
+        ("fwd+bwd", forward_and_backward(op), forward_and_backward(reference), (x, g), 5 * nbytes),
+    ]
+
+
+def sweep(rows_list, cols, dtype, repeats, rng):
+    """Times of both sides over row counts: {pass: (rows, ffi s, ref s, bytes moved)}."""
+    measured = {}
+    for rows in rows_list:
+        nbytes = rows * cols * dtype.itemsize
+        x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
+        g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
+        for name, ffi, ref, operands, moved in cases(x, g, nbytes):
+            t_ffi, t_ref = median_seconds([ffi, ref], operands, repeats)
+            measured.setdefault(name, []).append((rows, t_ffi, t_ref, moved))
+    return measured
+
+
+def draw(path, measured, cols, dtype, bandwidth):
+    """Time against rows per pass: the FFI handler, jax.jit(reference), and the
+    roofline (bytes moved over a jitted copy's bandwidth), dashed."""
+    titles = {
+        "forward": "forward: y = op(x)",
+        "fwd+bwd": "value and gradient: y and dx (jax.vjp)",
+    }
+    panels = []
+    for name, points in measured.items():
+        rows = [p[0] for p in points]
+        panels.append(
+            plot.Panel(
+                title=f"{titles[name]}, rows of {cols} {dtype.name}",
+                xlabel="rows (count)",
+                ylabel="time (ms, median)",
+                series={
+                    "FFI handler": (rows, [1e3 * p[1] for p in points]),
+                    "jax.jit(reference)": (rows, [1e3 * p[2] for p in points]),
+                },
+                bounds={
+                    f"roofline: bytes moved / copy ({bandwidth / 1e9:.1f} GB/s)": (
+                        rows,
+                        [1e3 * p[3] / bandwidth for p in points],
+                    )
+                },
+            )
+        )
+    plot.write_plot(path, panels, note=plot.machine())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small size, 3 repeats")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
+    parser.add_argument(
+        "--plot", metavar="FILE.svg", help="also sweep the row count and draw time against rows"
+    )
     args = parser.parse_args()
+    if args.plot:
+        plot.require_matplotlib()  # before minutes of measuring
     if args.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     sizes = [(512, 512)] if args.quick else [(4096, 4096), (65536, 256), (256, 65536)]
@@ -121,17 +196,7 @@ def main():
         nbytes = rows * cols * dtype.itemsize
         x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
         g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
-        cases = [
-            ("forward", jax.jit(op), jax.jit(reference), (x,), 2 * nbytes),
-            (
-                "fwd+bwd",
-                forward_and_backward(op),
-                forward_and_backward(reference),
-                (x, g),
-                5 * nbytes,
-            ),
-        ]
-        for name, ffi, ref, operands, moved in cases:
+        for name, ffi, ref, operands, moved in cases(x, g, nbytes):
             error = max_error(ffi(*operands), ref(*operands))
             # Both ops and the copies, in one alternation: a shared machine's
             # drift hits all of them alike.
@@ -149,6 +214,15 @@ def main():
                 f"{fresh / 1e9:.1f} into a fresh array, {xla_copy / 1e9:.1f} jit copy"
             )
     print("speed-up: reference time / FFI time (above 1 means the FFI handler is faster)")
+    if args.plot:
+        cols, rows_list = (
+            (QUICK_PLOT_COLS, QUICK_PLOT_ROWS) if args.quick else (PLOT_COLS, PLOT_ROWS)
+        )
+        measured = sweep(rows_list, cols, dtype, repeats, rng)
+        quick_copy = {"megabytes": 8, "repeats": 5} if args.quick else {}
+        bandwidth = plot.copy_bandwidth(**quick_copy)
+        draw(args.plot, measured, cols, dtype, bandwidth)
+        print(f"plot: {args.plot} (rows {', '.join(map(str, rows_list))} of {cols} elements)")
 
 
 if __name__ == "__main__":
