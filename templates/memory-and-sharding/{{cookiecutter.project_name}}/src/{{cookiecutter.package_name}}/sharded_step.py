@@ -199,7 +199,7 @@ def loss(
     return value
 
 
-@partial(jax.jit, donate_argnums=(0, 1))
+@partial(jax.jit, donate_argnums=(0, 1), static_argnames=("remat",))
 def train_step(
     params: Params,
     momentum: Params,
@@ -207,16 +207,18 @@ def train_step(
     y: jax.Array,
     learning_rate: float = 0.05,
     beta: float = 0.9,
+    remat: str | None = REMAT,
 ) -> tuple[Params, Params, jax.Array]:
     """One SGD-with-momentum step of the sharded loss, as reference_step:
     m <- beta m + g, p <- p - learning_rate m. Returns (params, momentum,
-    loss before the step).
+    loss before the step). `remat` is the loss's checkpoint policy (default:
+    the configured one; benchmarks/bench.py compares them all).
 
     `params` and `momentum` are donated: their buffers hold the results, and
     the arrays passed in are deleted. Call it inside `jax.set_mesh(mesh)` so
     that the step knows its mesh.
     """
-    value, grads = jax.value_and_grad(loss)(params, x, y)
+    value, grads = jax.value_and_grad(partial(loss, remat=remat))(params, x, y)
     # Elementwise on arrays sharded alike: no communication.
     momentum = jax.tree.map(lambda m, g: beta * m + g, momentum, grads)
     params = jax.tree.map(lambda p, m: p - learning_rate * m, params, momentum)
