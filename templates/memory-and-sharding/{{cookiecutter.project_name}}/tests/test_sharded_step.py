@@ -186,6 +186,20 @@ def all_gathers(compiled):
 RESIDENCY_LAYERS = 4
 
 
+# Whether the compiler keeps the optimization barrier's order. JAX 0.10's
+# XLA:CPU (jaxlib 0.10.2, measured) does not: the barriers reach it, yet it
+# gathers every block's weights before the first block runs, in the forward
+# and in the backward, whatever the policy. JAX 0.11 and 0.12 keep the order.
+GATHERS_UNORDERED = jax.__version_info__ < (0, 11) and mesh_devices(8)[0].platform == "cpu"
+
+
+# Strict: the test fails the day XLA:CPU under JAX 0.10 keeps the order.
+@pytest.mark.xfail(
+    GATHERS_UNORDERED,
+    reason="JAX 0.10's XLA:CPU gathers every block's weights before the first block",
+    raises=AssertionError,
+    strict=True,
+)
 def test_one_blocks_gathered_weights_are_live_at_a_time(rng):
     mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, RESIDENCY_LAYERS, batch=64, d=128)

@@ -15,7 +15,7 @@ here:
   optimization barrier makes each block's gather wait for the previous
   block's output, so the forward holds one block's gathered weights at a time
   (left to itself, XLA:CPU gathers every block's weights before the first
-  block runs);
+  block runs; under JAX 0.10 its XLA:CPU does so despite the barrier);
 - the backward of that all-gather is its transpose, a reduce-scatter: each
   device receives the sum over the batch shards of the gradient of its own
   slice of the weight, ready for a local update;
