@@ -15,7 +15,7 @@ here:
   optimization barrier makes each block's gather wait for the previous
   block's output, so the forward holds one block's gathered weights at a time
   (left to itself, XLA:CPU gathers every block's weights before the first
-  block runs; under JAX 0.10 its XLA:CPU does so despite the barrier);
+  block runs; under JAX 0.10 its XLA:CPU drops the barrier and does so);
 - the backward of that all-gather is its transpose, a reduce-scatter: each
   device receives the sum over the batch shards of the gradient of its own
   slice of the weight, ready for a local update;
@@ -26,8 +26,9 @@ here:
   block's output, which one `jax.lax.psum` over "model" completes (the
   backward needs one more, for the gradient of the block's input);
 {%- endif %}
-- `jax.checkpoint` around each block, with a policy that decides what the
-  backward keeps:
+- `jax.checkpoint` around each block (no effect on JAX 0.10's XLA:CPU,
+  which merges the recomputation with the forward), with a policy that
+  decides what the backward keeps:
 {%- if cookiecutter.remat == "save-gathered" %}
   the gathered weights (named with `checkpoint_name`) and nothing else. The
   activations are recomputed; the weights are not gathered a second time,
