@@ -252,8 +252,12 @@ def _block(h: jax.Array, *weights: jax.Array) -> jax.Array:
     # barrier makes this block's weight shards available only together with
     # h, the previous block's output, so each gather waits for that block and
     # its gathered weights are the only ones alive. The price: a gather cannot
-    # overlap the previous block's compute.
-    h, *shards = jax.lax.optimization_barrier((h, *weights))
+    # overlap the previous block's compute. The barrier's copy of h is left
+    # unused: JAX 0.10 gives every operand of a barrier in a shard_map the
+    # union of their varying mesh axes, which with tensor parallelism would
+    # make h vary over "model" and the loss no longer replicated (0.11 and
+    # 0.12 keep each operand's own).
+    _, *shards = jax.lax.optimization_barrier((h, *weights))
     # The FSDP gather: each whole weight (or its model slice), for this block
     # only. Its transpose, in the backward, is a reduce-scatter over data.
     gathered = [
