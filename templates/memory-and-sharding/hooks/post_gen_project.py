@@ -16,9 +16,11 @@ def keep_accelerator_workflow(choice):
 
 def drop_example_files(example):
     """example=none: the skeleton has no hand-written NumPy oracle of the
-    example's block (tests/test_reference.py)."""
+    example's block (tests/test_reference.py), nor the example's measured
+    plot (docs/benchmark.svg)."""
     if example == "none":
         Path("tests/test_reference.py").unlink()
+        Path("docs/benchmark.svg").unlink()
 
 
 keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")

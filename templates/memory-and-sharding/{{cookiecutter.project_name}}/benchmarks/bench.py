@@ -5,14 +5,23 @@ the collectives). Speed goals live here, never in tests.
 
     python benchmarks/bench.py            # default sizes
     python benchmarks/bench.py --quick    # one small size, for CI smoke runs
+    python benchmarks/bench.py --plot docs/benchmark.svg   # and draw the remat trade
 
 On simulated CPU devices the devices share the host's cores, so times there
 say little; memory and bytes are per device and hold on any platform.
+
+--plot draws the trade the remat option makes: the training step's
+temporary and peak memory per device (`compiled.memory_analysis()`, so
+compiled, never run) against the batch, for each checkpoint policy
+(regather, save-gathered), for no checkpointing, and for the unsharded
+reference step on one device.
 """
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 
@@ -34,10 +43,21 @@ from {{ cookiecutter.package_name }} import (  # noqa: E402
 from {{ cookiecutter.package_name }}.hlo import collective_bytes  # noqa: E402
 from {{ cookiecutter.package_name }}.sharded_step import (  # noqa: E402
     BATCH_SPEC,
+    POLICIES,
     REMAT,
     SPECS,
     WEIGHTS,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plot  # noqa: E402  (benchmarks/plot.py: matplotlib only when drawing)
+
+# The plot's sweep: (layers, d, f) fixed, the batch growing, so that the
+# weights dominate the memory at the left and the activations at the right.
+PLOT_SHAPE = (4, 256, 1024)
+PLOT_BATCHES = [64, 256, 1024, 4096, 16384]
+QUICK_PLOT_SHAPE = (4, 64, 256)
+QUICK_PLOT_BATCHES = [512]
 
 
 def problem(layers, batch, d, f):
@@ -80,11 +100,66 @@ def zeros_like(params):
     return jax.tree.map(np.zeros_like, params)
 
 
+def memory(step, *args, **static):
+    """(temporary, peak) bytes per device of `step` compiled for `args`. Peak
+    is what a device holds while the step runs: its arguments, its outputs
+    but those written into donated arguments, and its temporaries. (XLA:CPU's
+    own `peak_memory_in_bytes` leaves the temporaries out.)"""
+    stats = step.lower(*args, **static).compile().memory_analysis()
+    temp = stats.temp_size_in_bytes
+    peak = stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
+    return temp, peak + temp
+
+
+def memory_sweep(mesh, layers, d, f, batches):
+    """{version: [(temp, peak) per batch]}: train_step under each checkpoint
+    policy and under none, and the unsharded reference step, on abstract
+    arrays (compiled, not run: nothing is allocated)."""
+    versions = {f"remat={remat}": remat for remat in POLICIES} | {"no remat": None}
+    found = {name: [] for name in [*versions, "unsharded"]}
+    for batch in batches:
+        params, x, y = problem(layers, batch, d, f)
+        with jax.set_mesh(mesh):
+            p, m = shard_params(on_device(params)), shard_params(on_device(zeros_like(params)))
+            xs, ys = shard_batch(on_device(x)), shard_batch(on_device(y))
+            for name, remat in versions.items():
+                found[name].append(memory(train_step, p, m, xs, ys, remat=remat))
+        one = jax.jit(reference_step, donate_argnums=(0, 1))
+        found["unsharded"].append(memory(one, *on_device((params, zeros_like(params), x, y))))
+    return found
+
+
+def draw(path, mesh, layers, d, f, batches):
+    found = memory_sweep(mesh, layers, d, f, batches)
+    print(f"plot: (layers, d, f) = {(layers, d, f)}, batches {batches}")
+    print(f"{'version':>20} " + " ".join(f"{b:>22}" for b in batches))
+    for name, rows in found.items():
+        cells = " ".join(f"{f'{t:,} / {p:,}':>22}" for t, p in rows)
+        print(f"{name:>20} {cells}")
+    print("cells: temp / peak bytes per device")
+    where = f"{len(mesh.devices.flat)} devices, mesh {dict(mesh.shape)}"
+    setting = f"{layers} blocks, d = {d}, f = {f}"
+    panels = [
+        plot.Panel(
+            title=f"{label} memory of one training step\n({setting}; {where})",
+            xlabel="batch (rows)",
+            ylabel=f"{label.lower()} bytes per device",
+            series={name: (batches, [row[i] for row in rows]) for name, rows in found.items()},
+        )
+        for i, label in enumerate(["Temporary", "Peak"])
+    ]
+    plot.write_plot(path, panels, note=plot.machine())
+    print(f"plot written to {path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--plot", metavar="FILE.svg", help="draw memory against batch per policy")
     args = parser.parse_args()
+    if args.plot:
+        plot.require_matplotlib()
     sizes = [(4, 512, 64, 256)] if args.quick else [(4, 512, 64, 256), (4, 2048, 256, 1024)]
     repeats = 3 if args.quick else args.repeats
     mesh = make_mesh()
@@ -131,6 +206,11 @@ def main():
     print("temp: compiled.memory_analysis().temp_size_in_bytes, per device")
     print("comm: per-device result bytes of every collective in the compiled program")
     print("ratios: this version / the shard_map step")
+    if args.plot:
+        shape, batches = (
+            (QUICK_PLOT_SHAPE, QUICK_PLOT_BATCHES) if args.quick else (PLOT_SHAPE, PLOT_BATCHES)
+        )
+        draw(args.plot, mesh, *shape, batches)
 
 
 if __name__ == "__main__":

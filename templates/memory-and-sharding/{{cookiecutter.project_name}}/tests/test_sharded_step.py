@@ -39,6 +39,25 @@ from oracle import make_problem, step_f64
 LAYERS = 3  # the first block, whose input needs no gradient, and two more
 DEVICE_COUNTS = [8, 1]
 
+# JAX 0.10's XLA:CPU (jaxlib 0.10.2, measured) drops optimization barriers
+# before it schedules and simplifies: the barriers are in the lowered
+# program, yet it gathers every block's weights before the first block runs,
+# and it merges jax.checkpoint's recomputation with the forward (which the
+# barriers jax.checkpoint adds should prevent), so the policies change
+# neither the memory nor the gathers. JAX 0.11 and 0.12 keep the barriers.
+# Strict: these tests fail the day that JAX 0.10 on CPU keeps them.
+DROPS_BARRIERS = jax.__version_info__ < (0, 11) and mesh_devices(8)[0].platform == "cpu"
+
+
+def barriers_dropped(applies: bool = True):
+    """An expected failure where DROPS_BARRIERS (and `applies`)."""
+    return pytest.mark.xfail(
+        DROPS_BARRIERS and applies,
+        reason="JAX 0.10's XLA:CPU drops optimization barriers: no gather order, no remat",
+        raises=AssertionError,
+        strict=True,
+    )
+
 
 def place(mesh, params, x, y):
     """Host arrays to the mesh, sharded as the step stores them."""
@@ -137,6 +156,7 @@ def step_text(mesh, params, momentum, x, y):
     return _STEP_TEXT[key]
 
 
+@barriers_dropped(REMAT == "regather")  # save-gathered: one gather either way
 def test_compiled_step_has_exactly_the_chosen_collectives(rng):
     mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, LAYERS)
@@ -186,6 +206,7 @@ def all_gathers(compiled):
 RESIDENCY_LAYERS = 4
 
 
+@barriers_dropped()
 def test_one_blocks_gathered_weights_are_live_at_a_time(rng):
     mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, RESIDENCY_LAYERS, batch=64, d=128)
@@ -210,6 +231,7 @@ def test_one_blocks_gathered_weights_are_live_at_a_time(rng):
     assert all_gathers(grad["save-gathered"]) == GATHERED_WEIGHTS * RESIDENCY_LAYERS
 
 
+@barriers_dropped()
 def test_checkpoint_policy_lowers_temporary_memory(rng):
     # A size where the activations dominate: what the backward keeps of them
     # is what the policies change.

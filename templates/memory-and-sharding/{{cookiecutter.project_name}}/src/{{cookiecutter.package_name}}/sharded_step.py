@@ -15,7 +15,7 @@ here:
   optimization barrier makes each block's gather wait for the previous
   block's output, so the forward holds one block's gathered weights at a time
   (left to itself, XLA:CPU gathers every block's weights before the first
-  block runs);
+  block runs; under JAX 0.10 its XLA:CPU drops the barrier and does so);
 - the backward of that all-gather is its transpose, a reduce-scatter: each
   device receives the sum over the batch shards of the gradient of its own
   slice of the weight, ready for a local update;
@@ -26,8 +26,9 @@ here:
   block's output, which one `jax.lax.psum` over "model" completes (the
   backward needs one more, for the gradient of the block's input);
 {%- endif %}
-- `jax.checkpoint` around each block, with a policy that decides what the
-  backward keeps:
+- `jax.checkpoint` around each block (no effect on JAX 0.10's XLA:CPU,
+  which merges the recomputation with the forward), with a policy that
+  decides what the backward keeps:
 {%- if cookiecutter.remat == "save-gathered" %}
   the gathered weights (named with `checkpoint_name`) and nothing else. The
   activations are recomputed; the weights are not gathered a second time,
@@ -199,7 +200,7 @@ def loss(
     return value
 
 
-@partial(jax.jit, donate_argnums=(0, 1))
+@partial(jax.jit, donate_argnums=(0, 1), static_argnames=("remat",))
 def train_step(
     params: Params,
     momentum: Params,
@@ -207,16 +208,18 @@ def train_step(
     y: jax.Array,
     learning_rate: float = 0.05,
     beta: float = 0.9,
+    remat: str | None = REMAT,
 ) -> tuple[Params, Params, jax.Array]:
     """One SGD-with-momentum step of the sharded loss, as reference_step:
     m <- beta m + g, p <- p - learning_rate m. Returns (params, momentum,
-    loss before the step).
+    loss before the step). `remat` is the loss's checkpoint policy (default:
+    the configured one; benchmarks/bench.py compares them all).
 
     `params` and `momentum` are donated: their buffers hold the results, and
     the arrays passed in are deleted. Call it inside `jax.set_mesh(mesh)` so
     that the step knows its mesh.
     """
-    value, grads = jax.value_and_grad(loss)(params, x, y)
+    value, grads = jax.value_and_grad(partial(loss, remat=remat))(params, x, y)
     # Elementwise on arrays sharded alike: no communication.
     momentum = jax.tree.map(lambda m, g: beta * m + g, momentum, grads)
     params = jax.tree.map(lambda p, m: p - learning_rate * m, params, momentum)
@@ -249,8 +252,12 @@ def _block(h: jax.Array, *weights: jax.Array) -> jax.Array:
     # barrier makes this block's weight shards available only together with
     # h, the previous block's output, so each gather waits for that block and
     # its gathered weights are the only ones alive. The price: a gather cannot
-    # overlap the previous block's compute.
-    h, *shards = jax.lax.optimization_barrier((h, *weights))
+    # overlap the previous block's compute. The barrier's copy of h is left
+    # unused: JAX 0.10 gives every operand of a barrier in a shard_map the
+    # union of their varying mesh axes, which with tensor parallelism would
+    # make h vary over "model" and the loss no longer replicated (0.11 and
+    # 0.12 keep each operand's own).
+    _, *shards = jax.lax.optimization_barrier((h, *weights))
     # The FSDP gather: each whole weight (or its model slice), for this block
     # only. Its transpose, in the backward, is a reduce-scatter over data.
     gathered = [
