@@ -98,6 +98,8 @@ def write_plot(path, panels: list[Panel], note: str = "") -> None:
                 if len(xs) == 0 or len(xs) != len(ys):
                     raise ValueError(f"{name!r} has {len(xs)} sizes and {len(ys)} values")
                 style = {"marker": "o"} if kind == "series" else {"ls": "--", "c": "grey"}
+                # A line reads left to right, whatever order the sizes came in.
+                xs, ys = zip(*sorted(zip(xs, ys, strict=True)), strict=True)
                 (line,) = ax.plot(xs, ys, label=name, **style)
                 line.set_gid(f"panel{i}:{kind}:{name}")
         if panel.log:
