@@ -10,6 +10,7 @@ KIT_SOURCES = (
     "examples",
     "scripts/hardware-check",
     "scripts/readme-samples",
+    "scripts/bench-plots",
     "noxfile.py",
 )
 
