@@ -136,7 +136,8 @@ def test_mutation_list_covers_every_category_and_combination(rung):
     tested = covering_combinations(rung)
     values = {f"{k}={v}" for combo in option_combinations(rung) for k, v in combo.items()}
     assert set(mutations.oldest_jax_avoids) <= values, mutations.oldest_jax_avoids
-    chosen = mutation.spread(mutations, tested)
+    oldest = frozenset({tested.index(oldest_jax_combination(rung))})
+    chosen = mutation.spread(mutations, tested, oldest)
     assert set(chosen) == {m.name for m in mutations.mutants if not m.survives}
     assert set(chosen.values()) == set(range(len(tested)))
 
@@ -185,7 +186,8 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
         assert run.worst_fraction is not None
         assert run.worst_fraction <= 100
 
-    chosen = mutation.spread(mutations, combinations)
+    oldest = frozenset({combinations.index(oldest_jax_combination(rung))})
+    chosen = mutation.spread(mutations, combinations, oldest)
     mutants = [m for m in mutations.mutants if chosen.get(m.name) == here]
     outcomes = [built.run_mutant(m) for m in mutants]
     built.close()
