@@ -163,9 +163,9 @@ def test_newer_jax_warns_but_works():
     ("changes", "message"),
     [
         ({"packages": {"jax": None}}, "jax is not installed"),
-        ({"packages": {"jax": "0.11.2"}}, "jax 0.11.2 is too old"),
-        # PEP 440 order, as pip's: a pre-release of 0.12.0 is below >=0.12.
-        ({"packages": {"jax": "0.12.0rc1"}}, "jax 0.12.0rc1 is too old"),
+        ({"packages": {"jax": "0.9.2"}}, "jax 0.9.2 is too old"),
+        # PEP 440 order, as pip's: a pre-release of 0.10.0 is below >=0.10.
+        ({"packages": {"jax": "0.10.0rc1"}}, "jax 0.10.0rc1 is too old"),
         ({"packages": {"jaxlib": None}}, "jaxlib is not installed"),
         ({"packages": {"cookiecutter": None}}, "cookiecutter is not installed"),
         ({"python": "3.11.9"}, "Python 3.11.9 is too old"),
