@@ -8,6 +8,11 @@ these values: the kit's pyproject.toml, scripts/_env.sh, the templates' CI
 matrices (the oldest), the README and reference pages.
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
 # The newest patch of each minor release the kit's tests ran on, oldest first.
 # Widen only after the kit's tests pass on the new version (the scheduled
 # newest-JAX workflow tests past the pin); then drop the oldest. One line.
@@ -35,7 +40,7 @@ RELEASE_WINDOWS = {
 }
 
 
-def _lower_bound(spec: str):
+def _lower_bound(spec: str) -> "Version":
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
