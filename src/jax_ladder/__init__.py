@@ -1,3 +1,3 @@
 """jax-ladder: cookiecutter starters for each rung of JAX's escalation ladder."""
 
-__version__ = "0.3.0rc3"
+__version__ = "0.3.0"
