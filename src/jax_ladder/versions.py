@@ -8,10 +8,8 @@ these values: the kit's pyproject.toml, scripts/_env.sh, the templates' CI
 matrices (the oldest), the README and reference pages.
 """
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from packaging.version import Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 # The newest patch of each minor release the kit's tests ran on, oldest first.
 # Widen only after the kit's tests pass on the new version (the scheduled
@@ -40,18 +38,12 @@ RELEASE_WINDOWS = {
 }
 
 
-def _lower_bound(spec: str) -> "Version":
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
+def _lower_bound(spec: str) -> Version:
     return min(Version(s.version) for s in SpecifierSet(spec) if s.operator == ">=")
 
 
 def release_for(jax_version: str) -> str | None:
     """The newest kit release whose window held `jax_version`, or None."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
     held = [r for r, spec in RELEASE_WINDOWS.items() if Version(jax_version) in SpecifierSet(spec)]
     return max(held, key=Version, default=None)
 
@@ -59,9 +51,6 @@ def release_for(jax_version: str) -> str | None:
 def outside_window(jax_version: str) -> str | None:
     """What to tell a user whose installed JAX is outside the window, or None
     when it is inside."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
     version = Version(jax_version)
     if version in SpecifierSet(JAX_SPEC):
         return None
