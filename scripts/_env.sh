@@ -1,5 +1,6 @@
 # Sourced by scripts/demo and scripts/test: find Python >= 3.12 and make sure
-# .venv holds the kit, installed from this checkout with its test extras.
+# .venv holds the kit, installed from this checkout (with its test extras for
+# scripts/test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -47,4 +48,8 @@ pip_install() {
 # Without build isolation the build requirements must be present first: the
 # kit compiles its FFI example against this environment's jax and nanobind.
 pip_install "scikit-build-core>=0.11" "nanobind>=2.4" "jax>=0.10,<0.13"
-pip_install --no-build-isolation "$ROOT[test]"
+# The test tools (sphinx, mypy, playwright, ...) only where the caller runs
+# the kit's tests: scripts/demo sets KIT_EXTRAS="" and KIT_BUILD_FFI_EXAMPLES=OFF
+# (a first look needs neither the tools nor the kit's compiled examples).
+pip_install --no-build-isolation "$ROOT${KIT_EXTRAS-[test]}" \
+    "-Ccmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=${KIT_BUILD_FFI_EXAMPLES:-ON}"

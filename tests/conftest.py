@@ -8,6 +8,7 @@ import venv
 from pathlib import Path
 
 import pytest
+import tiers
 
 from jax_ladder.options import REPOSITORY_OPTIONS, load_options
 from jax_ladder.rungs import available, template_dir
@@ -38,6 +39,36 @@ JAX_CACHE = {
 CACHE_ROOT = "JAX_LADDER_TEST_JAX_CACHES"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="the full tier: every template's battery (tests/tiers.py), not only the changed ones'",
+    )
+
+
+def selection(config) -> tiers.Selection:
+    """The tier's choice of batteries (tests/tiers.py), made once per process."""
+    if not hasattr(config, "jax_ladder_selection"):
+        from test_template_consistency import IDENTICAL
+
+        templates = [rung.name for rung in available()]
+        full = config.getoption("--full")
+        config.jax_ladder_selection = tiers.select(REPO, templates, IDENTICAL, full)
+    return config.jax_ladder_selection
+
+
+def pytest_report_header(config):
+    return selection(config).describe([rung.name for rung in available()])
+
+
+def battery(rung=None):
+    """Marks a test (or a parameter) as part of a template's battery: the quick
+    tier runs it only where tests/tiers.py selects that template; without a
+    rung, where it selects any (the test then narrows itself to those)."""
+    return pytest.mark.battery(*([rung.name] if rung else []))
+
+
 def pytest_configure(config):
     # Before xdist starts its workers, which inherit the environment; a cache
     # the caller chose is kept.
@@ -57,12 +88,30 @@ def pytest_unconfigure(config):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def pytest_collection_modifyitems(items):
-    """Slowest first (tests marked slow, then the FFI bakes' own tests and
+def pytest_collection_modifyitems(config, items):
+    """Leave out the batteries the tier does not select (tests/tiers.py); then
+    run the slowest first (tests marked slow, then the FFI bakes' own tests and
     mutants, which build C++): the two workers then even out on the short
     tests at the end instead of one finishing a long test alone. (Other
     bakes keep their place, beside the other tests of the same bake.)"""
+    chosen = selection(config)
 
+    def selected(item):
+        marker = item.get_closest_marker("battery")
+        if marker is None:
+            return True
+        if marker.args:
+            return chosen.battery(marker.args[0])
+        return any(chosen.battery(rung.name) for rung in available())
+
+    left_out = [item for item in items if not selected(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if selected(item)]
+    _slowest_first(items)
+
+
+def _slowest_first(items):
     def rank(item):
         ffi_bake = item.originalname == "test_own_tests_pass_then_every_mutant_is_killed" and (
             "[ffi-" in item.name
@@ -192,8 +241,20 @@ def tested_id(rung, combo):
     return combination_id(rung, combo) + (f"-jax={JAX_OLDEST}" if oldest else "")
 
 
+def is_default(rung, combo):
+    """Whether combo is the template's default combination (the quick tier's)."""
+    return combo == covering_combinations(rung)[0]
+
+
+def quick_or_battery(rung, combo):
+    """No marks for the default combination; the others are in the battery."""
+    return () if is_default(rung, combo) else battery(rung)
+
+
+# The default combination runs its own suite in both tiers (its mutants only
+# in the template's battery); the other covering combinations are battery.
 TESTED_COMBINATIONS = [
-    pytest.param((rung, combo), id=tested_id(rung, combo))
+    pytest.param((rung, combo), id=tested_id(rung, combo), marks=quick_or_battery(rung, combo))
     for rung in available()
     for combo in covering_combinations(rung)
 ]

@@ -32,6 +32,9 @@ for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
     if pid == 0:
+        if request.get("cwd"):  # a run in another project than the server's
+            os.chdir(request["cwd"])
+            sys.path[:0] = request["path"]
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -66,11 +69,15 @@ class ForkedPytest:
             )
         return self._server
 
-    def run(self, args: list[str], timeout: float) -> tuple[int, str]:
+    def run(
+        self, args: list[str], timeout: float, cwd: Path | None = None, path: tuple[str, ...] = ()
+    ) -> tuple[int, str]:
+        """`cwd` and `path`: run in another project, with `path` first on sys.path."""
         server = self._start()
         assert server.stdin is not None
         assert server.stdout is not None
-        server.stdin.write(json.dumps({"argv": args, "log": str(self.log)}) + "\n")
+        request = {"argv": args, "log": str(self.log), "cwd": str(cwd or ""), "path": list(path)}
+        server.stdin.write(json.dumps(request) + "\n")
         server.stdin.flush()
         child = int(server.stdout.readline())
         timer = _Timer(timeout, lambda: _kill(child))

@@ -4,8 +4,8 @@ Each template keeps `mutations.toml` beside its `cookiecutter.json`: small,
 realistic slips (a flipped sign, an off-by-one mask, a narrower accumulator, a
 wrong partition spec, a dropped input check), each one textual replacement in
 the generated project. For every option combination a mutant applies to, the
-kit applies it to a baked project and runs the project's own tests with `-x`:
-they must fail. A mutant that survives is a finding; the only way to keep one
+kit applies it to a baked project and runs the tests its entry names (never
+the whole suite) with `-x`: they must fail. A mutant that survives is a finding; the only way to keep one
 is a `survives = "why it is harmless"` line, which is reported, not run.
 
 Also a script, for whoever writes a template's list:
@@ -55,7 +55,7 @@ class Mutant:
     replacement: str
     breaks: str
     when: dict[str, str] = field(default_factory=dict)
-    tests: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()  # the tests that must kill it (all that run)
     survives: str = ""  # non-empty: a justified survivor, not run
     # non-empty: why the window's oldest JAX cannot kill it (JAX 0.10's XLA:CPU
     # drops optimization barriers, say); it then runs in another combination
@@ -225,12 +225,10 @@ class Project:
         return Outcome(mutant, code != 0, _since(start), _first_failure(output))
 
     def _run_tests(self, mutant: Mutant) -> tuple[int, str]:
-        """The hinted tests first (a kill costs seconds), then the whole suite."""
-        if mutant.tests:
-            code, output = self.pytest(*mutant.tests)
-            if code != 0:
-                return code, output
-        return self.pytest()
+        """Only the tests the mutant's entry names (a kill costs seconds). The
+        project's whole suite is never the fallback: a mutant its named tests
+        miss is a finding (name the test that should catch it)."""
+        return self.pytest(*mutant.tests)
 
 
 def _since(start: float) -> float:
@@ -301,6 +299,7 @@ def combination_problems(mutations: MutationList, combinations: list[dict[str, s
     problems += [
         f"duplicate mutant name {n!r}" for n in sorted({n for n in names if names.count(n) > 1})
     ]
+    problems += [f"mutant {m.name!r} names no tests to kill it" for m in live if not m.tests]
     for combo in combinations:
         count = sum(m.applies_to(combo) for m in live)
         least = MIN_PER_SKELETON if combo.get("example") == SKELETON else MIN_PER_COMBINATION

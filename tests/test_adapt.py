@@ -19,7 +19,7 @@ from pathlib import Path
 import adapt
 import mutation
 import pytest
-from conftest import REPO, assert_lint_clean
+from conftest import REPO, assert_lint_clean, battery
 
 from jax_ladder.options import load_options
 from jax_ladder.rungs import available, template_dir
@@ -106,7 +106,9 @@ def recipe_of(rung) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rung", RUNGS)
+@pytest.mark.parametrize(
+    "rung", [pytest.param(r, id=r.name, marks=battery(r)) for r in available()]
+)
 def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     """Bake the worked example under the second op's name, delete what the
     recipe says it does not use (only files marked optional), write the

@@ -19,7 +19,7 @@ import tarfile
 from io import BytesIO
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, battery, run_cli
 
 from jax_ladder.rungs import available
 from jax_ladder.runner import run_project_tests
@@ -82,7 +82,8 @@ def take_template_side(project, names):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "rung", [r for r in available() if r.name in EARLIER_RELEASE], ids=lambda r: r.name
+    "rung",
+    [pytest.param(r, id=r.name, marks=battery(r)) for r in available() if r.name in EARLIER_RELEASE],
 )
 def test_a_project_from_an_earlier_release_is_adopted_and_keeps_its_owners_edits(tmp_path, rung):
     templates = old_templates(EARLIER_RELEASE[rung.name], tmp_path / "kit")

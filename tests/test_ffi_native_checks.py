@@ -21,6 +21,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from conftest import battery
 
 from jax_ladder.rungs import by_name
 from jax_ladder.scaffold import scaffold
@@ -75,6 +76,7 @@ def cuda_compile_flags(build: Path) -> str:
 
 
 @pytest.mark.slow
+@battery(FFI)
 def test_cuda_handler_compiles_with_nvcc_from_pypi(tmp_path):
     project = scaffold(FFI, tmp_path / "out", {"cuda": "yes"})
     bin_dir = overlay_venv(tmp_path / "venv")
@@ -103,6 +105,7 @@ def test_cuda_check_has_nothing_to_do_without_a_cuda_handler(tmp_path):
 
 
 @pytest.mark.slow
+@battery(FFI)
 def test_project_tests_pass_under_the_sanitizer_script(tmp_path):
     project = scaffold(FFI, tmp_path / "out", {})
     bin_dir = overlay_venv(tmp_path / "venv")

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLE_AND_SKELETON
+from conftest import EXAMPLE_AND_SKELETON, quick_or_battery
 
 from jax_ladder.scaffold import scaffold
 
@@ -24,7 +24,14 @@ def mypy_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("mypy-cache")
 
 
-@pytest.mark.parametrize("combination", EXAMPLE_AND_SKELETON)
+# The default combination in both tiers, the others in their template's battery.
+TYPE_CHECKED = [
+    pytest.param(*p.values, id=p.id, marks=quick_or_battery(*p.values[0]))
+    for p in EXAMPLE_AND_SKELETON
+]
+
+
+@pytest.mark.parametrize("combination", TYPE_CHECKED)
 def test_src_passes_strict_mypy(combination, tmp_path, mypy_cache):
     rung, combo = combination
     project = scaffold(rung, tmp_path, combo)

@@ -1,7 +1,9 @@
 """README.md's sample outputs are what the commands print (scripts/readme-samples
 writes them): exactly, where the output is the same on every machine; for the
 doctor and demo samples, the lines and shape that do not depend on the machine.
-No demo runs here: its table's shape comes from the code that prints it."""
+No demo runs here: its table's shape comes from the code that prints it, and
+each row's count of passed tests from a real run of the same selection in
+test_templates.py (the default combination's own tests)."""
 
 import importlib.machinery
 import importlib.util
@@ -65,6 +67,13 @@ def test_the_doctor_sample_has_the_machine_independent_lines_of_the_real_output(
     assert shown[0].startswith("jax-ladder ")
     assert len([line for line in shown if RUNG_ROW.match(line)]) == len(LADDER)
     assert shown == doctor_skeleton(samples.run("doctor")), REFRESH.format("doctor")
+
+
+def demo_sample_passed() -> dict[str, int]:
+    """Each rung's passed count in the README's demo sample: what its default
+    project's quick selection passes (test_templates.py holds it to a real run)."""
+    rows = README["demo"].splitlines()[2:-1]
+    return {row.split()[0]: int(row.split()[2]) for row in rows}
 
 
 def test_the_demo_sample_is_the_real_table_with_one_row_per_template_in_order(capsys):

@@ -86,6 +86,9 @@ ABSENT = {
 SHARED_DEFINITIONS = {
     f"{P}/tests/conftest.py": (
         "rng",
+        "QUICK_MARKER",
+        "QUICK_CELLS",
+        "pytest_collection_modifyitems",
         "pytest_terminal_summary",
         "pytest_report_header",
         "REQUIRED_PLATFORM",

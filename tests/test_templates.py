@@ -14,6 +14,8 @@ import tomllib
 import adapt
 import mutation
 import pytest
+from forked_pytest import ForkedPytest
+from test_readme_samples import demo_sample_passed
 from conftest import (
     ALL_COMBINATIONS,
     REPO,
@@ -24,11 +26,13 @@ from conftest import (
     oldest_jax_combination,
     oldest_jax_path,
     option_combinations,
+    selection,
 )
 
+from jax_ladder.cli import DEMO_SELECTION
 from jax_ladder.options import MAX_NAME_LENGTH
 from jax_ladder.rungs import available, template_dir
-from jax_ladder.runner import run_project_tests
+from jax_ladder.runner import build_project, needs_build, run_project_tests
 from jax_ladder.scaffold import scaffold
 from jax_ladder.versions import JAX_OLDEST
 
@@ -84,6 +88,34 @@ def test_every_generated_file_has_a_role_in_the_adapt_table(request, baked):
     op = mutation.op_name_of(template, combo)
     entries = adapt.load(template)
     assert adapt.role_problems(baked, entries, combo, mutation.package_of(baked), op) == []
+
+
+@pytest.fixture(scope="session")
+def collector(tmp_path_factory):
+    """One pytest server per worker for every combination's collection: JAX is
+    imported once, each collection forks (tests/forked_pytest.py)."""
+    runs = ForkedPytest(tmp_path_factory.mktemp("collect"), dict(os.environ))
+    yield runs
+    runs.close()
+
+
+def test_its_tests_are_collected(request, baked, collector, tmp_path):
+    """Every combination's test modules import and its tests are collected, the
+    quick selection (`-m quick`) among them: the quick tier runs only the default
+    combination's tests, the battery every covering combination's. A compiled
+    project is built first (its CPU code: the CUDA handler's build is ffi's
+    battery), as its tests import the extension."""
+    code = baked / "src"
+    if needs_build(baked):
+        code = tmp_path / "site"
+        status, output = build_project(baked, code, ("cmake.define.FFI_CUDA=OFF",))
+        assert status == 0, output[-4000:]
+    args = ["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "quick"]
+    status, output = collector.run(args, 300, cwd=baked, path=(str(code),))
+    assert status == 0, output[-4000:]
+    counts = re.search(r"^(\d+)/(\d+) tests collected", output, re.M)
+    assert counts, output[-2000:]
+    assert 0 < int(counts[1]) < int(counts[2]), counts[0]
 
 
 def test_test_dependencies_include_what_jax_export_imports(baked):
@@ -179,6 +211,17 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
     # So does the benchmark's quick plot (bench.py reads only the declaration).
     once = ("tests/test_conformance.py::test_cell", "tests/test_bench_plot.py")
     matrix = ("--deselect", once[0], "--ignore", once[1]) if here and not skeleton else ()
+    if here == 0:
+        # The default project: first the demo's selection, as `jax-ladder demo`
+        # runs it (its count is the README's demo sample's), then the rest.
+        quick = run_project_tests(baked, code=baked / "src", extra_args=DEMO_SELECTION)
+        assert quick.ok, quick.output[-5000:]
+        assert quick.passed == demo_sample_passed()[rung.name], (
+            f"README.md's demo sample says {demo_sample_passed()[rung.name]} passed for "
+            f"{rung.name}, a run of its quick selection {quick.passed}: "
+            "run scripts/readme-samples --only demo"
+        )
+        matrix = ("-m", "not quick")
     run = run_project_tests(baked, code=baked / "src", extra_args=only or matrix)
     assert run.ok, run.output[-5000:]
     if not only:  # (a selection may compare no numbers, e.g. ffi's CUDA build checks)
@@ -189,6 +232,8 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
     oldest = frozenset({combinations.index(oldest_jax_combination(rung))})
     chosen = mutation.spread(mutations, combinations, oldest)
     mutants = [m for m in mutations.mutants if chosen.get(m.name) == here]
+    if not selection(request.config).battery(rung.name):
+        mutants = []  # the default combination outside its battery (tests/tiers.py)
     outcomes = [built.run_mutant(m) for m in mutants]
     built.close()
     killed = sum(o.killed for o in outcomes)

@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import fresh_venv
+from conftest import battery, fresh_venv
 
 from jax_ladder.rungs import available
 from jax_ladder.scaffold import scaffold
@@ -107,6 +107,7 @@ def objects_in(build: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
+@battery()  # any template's battery: one environment serves all seven
 def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_path, monkeypatch):
     projects = {r.name: scaffold(r, tmp_path / "bake" / r.name, {}) for r in available()}
     compiled = {n for n, p in projects.items() if (p / "CMakeLists.txt").exists()}

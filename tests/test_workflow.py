@@ -1,5 +1,6 @@
-"""The kit's own workflows (CI, and Pages for the site): pinned actions, no
-persisted credentials, least permissions, and the same command as .ci/run.
+"""The kit's own workflows (CI, the full tier and release, Pages for the site):
+pinned actions, no persisted credentials, least permissions, and the same
+command as .ci/run (the quick tier) or scripts/test --full.
 (Checked by hand with `check-jsonschema --builtin-schema vendor.github-workflows`
 and `zizmor --offline`.)"""
 
@@ -11,9 +12,12 @@ from conftest import REPO
 WORKFLOWS = REPO / ".github" / "workflows"
 WORKFLOW = (WORKFLOWS / "ci.yml").read_text()
 PAGES = (WORKFLOWS / "pages.yml").read_text()
+RELEASE = (WORKFLOWS / "release.yml").read_text()
+NEXT = (WORKFLOWS / "jax-next.yml").read_text()
+EVERY = {"ci": WORKFLOW, "pages": PAGES, "release": RELEASE, "jax-next": NEXT}
 
 
-@pytest.mark.parametrize("workflow", [WORKFLOW, PAGES], ids=["ci", "pages"])
+@pytest.mark.parametrize("workflow", EVERY.values(), ids=EVERY.keys())
 def test_every_action_is_pinned_to_a_commit_with_its_version_named(workflow):
     uses = re.findall(r"uses:\s*(\S+)(.*)", workflow)
     assert uses
@@ -22,11 +26,31 @@ def test_every_action_is_pinned_to_a_commit_with_its_version_named(workflow):
         assert re.search(r"#\s*v\d", comment), f"{action}: name the version in a comment"
 
 
-def test_least_privilege_and_no_persisted_credentials():
-    assert re.search(r"^permissions: \{\}$", WORKFLOW, re.MULTILINE)
-    assert "persist-credentials: false" in WORKFLOW
-    assert "cancel-in-progress: true" in WORKFLOW
-    assert "workflow_dispatch" in WORKFLOW
+@pytest.mark.parametrize("workflow", EVERY.values(), ids=EVERY.keys())
+def test_least_privilege_and_no_persisted_credentials(workflow):
+    assert re.search(r"^permissions: \{\}$", workflow, re.MULTILINE)
+    checkouts = workflow.count("actions/checkout@")
+    assert workflow.count("persist-credentials: false") == checkouts
+    assert "workflow_dispatch" in workflow
+
+
+def test_the_scheduled_and_release_workflows_run_the_full_tier_on_the_whole_history():
+    """The selection rule (tests/tiers.py) reads the history: a shallow clone
+    would run every battery in the quick tier."""
+    assert "scripts/test --full" in RELEASE
+    assert "schedule:" in RELEASE
+    assert "pytest --full" in NEXT
+    for workflow in (WORKFLOW, RELEASE, NEXT):
+        assert "fetch-depth: 0" in workflow
+    full_tier, rest = RELEASE.split("\n  build:\n")
+    assert "write" not in full_tier + rest.split("\n  publish:\n")[0]
+    assert "needs: [full-tier, build]" in rest
+
+
+def test_a_newer_run_cancels_an_older_one_except_a_deployment():
+    for workflow in (WORKFLOW, RELEASE, NEXT):
+        assert "cancel-in-progress: true" in workflow
+    assert "cancel-in-progress: false" in PAGES
 
 
 def test_ci_runs_what_ci_run_runs():

@@ -314,7 +314,9 @@ def _report_update(project: Path, plan: updating.Plan) -> int:
 
 
 def _add_demo(sub: Subparsers) -> None:
-    demo = sub.add_parser("demo", help="scaffold every rung with defaults and run its tests")
+    demo = sub.add_parser(
+        "demo", help="scaffold every rung with defaults and run its quick tests (a first look)"
+    )
     demo.add_argument(
         "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
     )
@@ -326,6 +328,11 @@ def _add_demo(sub: Subparsers) -> None:
         metavar="NAME",
         help="only this rung (repeatable; default: every rung with a template)",
     )
+
+
+# The demo is a first look, not a test run: each project's quick selection,
+# the marker every generated project's tests/conftest.py defines.
+DEMO_SELECTION = ("-m", "quick")
 
 
 def cmd_demo(args: Args) -> int:
@@ -347,7 +354,7 @@ def cmd_demo(args: Args) -> int:
         print(f"{rung.name}: {doing} {project}", flush=True)
         began = time.perf_counter()
         echo = (lambda line: print(f"  {rung.name}: {line}", flush=True)) if args.verbose else None
-        run = run_project_tests(project, echo=echo)
+        run = run_project_tests(project, echo=echo, extra_args=DEMO_SELECTION)
         seconds = time.perf_counter() - began
         print(f"{rung.name}: {'ok' if run.ok else 'FAILED'} in {seconds:.1f} s", flush=True)
         if not run.ok and not args.verbose:
@@ -363,6 +370,14 @@ def cmd_demo(args: Args) -> int:
     rows = [(rung, *results[rung.name]) for rung in rungs]
     _print_table(rows)
     print(f"{len(rungs)} rung(s) in {time.perf_counter() - start:.0f} s", flush=True)
+    print(
+        f"Each ran its quick selection (pytest {' '.join(DEMO_SELECTION)}: the reference "
+        "against its float64 oracle, the op against the reference eagerly, jitted, under "
+        "vmap and differentiated). A project's whole suite (the conformance matrix and "
+        f"its own tests, minutes): cd {projects[rungs[0].name]}, then "
+        "python -m pip install -e '.[test]' && python -m pytest",
+        flush=True,
+    )
     return 0 if all(run.ok for _, run, _ in rows) else 1
 
 

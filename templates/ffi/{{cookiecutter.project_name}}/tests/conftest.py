@@ -1,6 +1,7 @@
 import os
 import tomllib
 import zlib
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import jax
@@ -71,6 +72,26 @@ def pytest_report_header():
     )
 
 
+# The edit loop's selection, `pytest -m quick`: seconds where the whole suite
+# takes minutes. The reference against its float64 oracle (test_reference.py),
+# then the conformance matrix's core cells: the op against that reference
+# eagerly, jitted, under vmap and differentiated against random cotangents.
+# The whole suite stays the project's CI.
+QUICK_MARKER = "quick: the reference against its oracle and the matrix's core cells (-m quick)"
+QUICK_CELLS = ("eager", "jit", "vmap-new-axis", "grad-*")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        params = getattr(item, "callspec", None)
+        cell = params.params.get("cell") if params else None
+        core = item.path.name == "test_conformance.py" and cell is not None
+        if item.path.name == "test_reference.py" or (
+            core and any(fnmatchcase(cell, pattern) for pattern in QUICK_CELLS)
+        ):
+            item.add_marker(pytest.mark.quick)
+
+
 # A project may refuse the installed JAX for one of its options (the Pallas
 # mosaic_gpu backend on JAX 0.10, say): importing it raises an ImportError that
 # says "needs JAX <version>". A test module that imports it is then skipped
@@ -96,6 +117,7 @@ REQUIRED_PLATFORM = os.environ.get("REQUIRE_ACCELERATOR", "")
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", QUICK_MARKER)
     if not REQUIRED_PLATFORM:
         return
     if REQUIRED_PLATFORM not in ("gpu", "tpu"):

@@ -1,0 +1,114 @@
+"""The quick tier's selection rule (tests/tiers.py), tried on temporary clones
+of the kit: a release, then one change, then which batteries the rule picks."""
+
+import subprocess
+
+import pytest
+import tiers
+from conftest import REPO
+from test_template_consistency import IDENTICAL
+
+from jax_ladder.rungs import available
+
+TEMPLATES = [rung.name for rung in available()]
+GIT = ["git", "-c", "user.name=kit", "-c", "user.email=kit@example.org"]
+
+
+def git(cwd, *args):
+    return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """A clone of this checkout whose newest commit is a release (it sets a new
+    __version__), so that nothing has changed since."""
+    clone = tmp_path_factory.mktemp("tiers") / "kit"
+    git(REPO, "clone", "-q", "--no-hardlinks", str(REPO), str(clone))
+    init = clone / tiers.VERSION_FILE
+    text = init.read_text()
+    init.write_text(text.replace("__version__ = ", "__version__ = '99.0' or ", 1))
+    git(clone, "commit", "-qam", "release 99.0")
+    return clone
+
+
+@pytest.fixture
+def kit(released):
+    release = git(released, "rev-parse", "HEAD").stdout.strip()
+    yield released
+    git(released, "reset", "-q", "--hard", release)
+    git(released, "clean", "-qfd")
+
+
+def select(kit, full=False):
+    return tiers.select(kit, TEMPLATES, IDENTICAL, full)
+
+
+def append(path, line="# a change\n"):
+    path.write_text(path.read_text() + line)
+
+
+def test_nothing_changed_since_the_release_selects_no_battery(kit):
+    chosen = select(kit)
+    assert chosen.reasons == {}
+    assert chosen.tier == "quick"
+    assert "release's commit" in chosen.describe(TEMPLATES)[0]
+
+
+def test_a_changed_template_file_selects_that_template_only(kit):
+    append(kit / "templates" / "pallas" / "mutations.toml")
+    chosen = select(kit)
+    assert list(chosen.reasons) == ["pallas"]
+    assert "mutations.toml" in chosen.reasons["pallas"]
+    assert chosen.battery("pallas") and not chosen.battery("ffi")
+    lines = chosen.describe(TEMPLATES)
+    assert any(line.split()[:2] == ["pallas", "full"] for line in lines), lines
+    assert any(line.split()[:2] == ["ffi", "quick"] for line in lines), lines
+
+
+def test_a_committed_change_counts_as_well_as_a_new_file(kit):
+    append(kit / "templates" / "export" / "cookiecutter.json", "")
+    (kit / "templates" / "internals" / "new_file.txt").write_text("new\n")
+    assert list(select(kit).reasons) == ["internals"]
+    git(kit, "add", "-A")
+    git(kit, "commit", "-qm", "a change after the release")
+    assert list(select(kit).reasons) == ["internals"]
+
+
+def test_a_shared_file_in_one_template_selects_every_template(kit):
+    # The conformance matrix is held identical in every template: a change to
+    # one copy is a change to all of them.
+    append(kit / "templates" / "ffi" / "{{cookiecutter.project_name}}" / "tests" / "conformance.py")
+    assert sorted(select(kit).reasons) == sorted(TEMPLATES)
+
+
+@pytest.mark.parametrize("machinery", ["tests/mutation.py", "src/jax_ladder/scaffold.py"])
+def test_shared_machinery_selects_every_template(kit, machinery):
+    append(kit / machinery)
+    chosen = select(kit)
+    assert sorted(chosen.reasons) == sorted(TEMPLATES)
+    assert machinery in chosen.reasons["ffi"]
+
+
+def test_other_kit_files_select_no_battery(kit):
+    append(kit / "README.md", "\nA note.\n")
+    append(kit / "src" / "jax_ladder" / "doctor.py")
+    assert select(kit).reasons == {}
+
+
+def test_the_full_tier_selects_every_template(kit):
+    chosen = select(kit, full=True)
+    assert chosen.tier == "full"
+    assert sorted(chosen.reasons) == sorted(TEMPLATES)
+
+
+def test_a_clone_without_history_runs_every_battery(tmp_path, released):
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{released}", str(shallow))
+    chosen = select(shallow)
+    assert sorted(chosen.reasons) == sorted(TEMPLATES)
+    assert "no git history" in chosen.reasons["ffi"]
+
+
+def test_every_shared_machinery_file_exists():
+    assert [path for path in tiers.SHARED_MACHINERY if not (REPO / path).is_file()] == []
+

@@ -1,0 +1,131 @@
+"""The kit's two test tiers, and the one rule that picks what the quick one runs.
+
+    ./scripts/test           the quick tier: the README's test command, which .ci/run calls
+    ./scripts/test --full    the full tier: the scheduled and the release workflows
+
+Both tiers run every test module of the kit. Per template, the quick tier runs
+every option combination baked, lint-clean, free of Jinja, every file in its
+adapt table, and its tests collected; the default combination type-checked and
+its own suite run, the conformance matrix included. A template's *battery* is
+the rest: every covering combination's own suite, every mutant, the
+oldest-JAX pass, every combination type-checked, the second op, adopt, the
+wheels and the FFI's native checks. The full tier runs every battery; the
+quick tier runs the battery of each template that is *selected*:
+
+- a file under templates/<rung>/ changed since the last release, the commit
+  that set the current `__version__` (CI's clone has the history but no tags;
+  uncommitted and untracked files count as changes), or
+- shared machinery changed since then (SHARED_MACHINERY below, and any copy
+  of a file that tests/test_template_consistency.py holds identical in every
+  template): every template is selected.
+
+A test joins a battery with the marker `battery(<rung>)`; tests/conftest.py
+deselects the batteries this rule leaves out and prints the rule's choice at
+the start of the run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+VERSION_FILE = "src/jax_ladder/__init__.py"
+VERSION_LINE = "^__version__ = "  # git log -G: the commits that moved the version
+TEMPLATE_ROOT = "{{cookiecutter.project_name}}"
+
+# The kit's code that generates every project or checks every battery: a
+# change here can break any template's projects, so every battery runs.
+SHARED_MACHINERY = (
+    "src/jax_ladder/scaffold.py",
+    "src/jax_ladder/generation.py",
+    "src/jax_ladder/options.py",
+    "src/jax_ladder/runner.py",
+    "src/jax_ladder/rungs.py",
+    "src/jax_ladder/versions.py",
+    "templates/name_rules.py",
+    "tests/conftest.py",
+    "tests/mutation.py",
+    "tests/forked_pytest.py",
+    "tests/test_templates.py",
+    "tests/tiers.py",
+)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which templates' batteries run, and why."""
+
+    tier: str  # "quick" or "full"
+    since: str  # what the changes were compared with
+    reasons: dict[str, str]  # template -> why its battery runs
+
+    def battery(self, template: str) -> bool:
+        return template in self.reasons
+
+    def describe(self, templates: list[str]) -> list[str]:
+        """The lines printed at the start of a run."""
+        lines = [f"jax-ladder tests: {self.tier} tier; changes compared with {self.since}"]
+        for name in templates:
+            why = self.reasons.get(name, "unchanged: default combination only")
+            runs = "full battery" if name in self.reasons else "quick"
+            lines.append(f"  {name:<20} {runs:<13} {why}")
+        if self.tier == "quick":
+            lines.append("  (./scripts/test --full runs every template's battery)")
+        return lines
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+
+
+def release_commit(root: Path) -> str | None:
+    """The commit that set the current version, or None without history (a
+    shallow clone's first commit would seem to set it)."""
+    shallow = _git(root, "rev-parse", "--is-shallow-repository").stdout.strip()
+    if shallow != "false":
+        return None
+    found = _git(root, "log", "-1", "--format=%H", "-G", VERSION_LINE, "--", VERSION_FILE)
+    if found.returncode != 0 or not found.stdout.strip():
+        return None
+    return found.stdout.strip()
+
+
+def changed_since(root: Path, commit: str) -> list[str]:
+    """Files changed since commit: committed, uncommitted and untracked."""
+    diff = _git(root, "diff", "--name-only", commit).stdout.split()
+    untracked = _git(root, "ls-files", "--others", "--exclude-standard").stdout.split()
+    return sorted({*diff, *untracked})
+
+
+def shared_by_every_template(path: str, identical: list[str]) -> bool:
+    """Whether path is a template's copy of a file held identical in all."""
+    parts = PurePosixPath(path).parts
+    return len(parts) > 2 and parts[0] == "templates" and "/".join(parts[2:]) in identical
+
+
+def select(root: Path, templates: list[str], identical: list[str], full: bool) -> Selection:
+    """The rule. `templates`: every template's folder name; `identical`: the
+    files test_template_consistency holds identical (paths inside a template)."""
+    if full:
+        return Selection("full", "nothing (--full)", dict.fromkeys(templates, "--full"))
+    commit = release_commit(root)
+    if commit is None:
+        why = "no git history to compare with: every battery runs"
+        return Selection("quick", "nothing (no history)", dict.fromkeys(templates, why))
+    version = _git(root, "show", "-s", "--format=%h", commit).stdout.strip()
+    since = f"the last release's commit {version}"
+    changed = changed_since(root, commit)
+    shared = [
+        p for p in changed if p in SHARED_MACHINERY or shared_by_every_template(p, identical)
+    ]
+    if shared:
+        why = f"shared machinery changed: {', '.join(shared[:3])}" + ", ..." * (len(shared) > 3)
+        return Selection("quick", since, dict.fromkeys(templates, why))
+    reasons = {}
+    for name in templates:
+        own = [p for p in changed if p.startswith(f"templates/{name}/")]
+        if own:
+            shown = ", ".join(p.removeprefix(f"templates/{name}/") for p in own[:3])
+            reasons[name] = f"changed: {shown}" + ", ..." * (len(own) > 3)
+    return Selection("quick", since, reasons)
