@@ -179,7 +179,9 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
     """The project's own tests pass against its oracle; then, for each mutant of
     its mutations.toml that mutation.spread gives this combination (every
     mutant runs in one combination it applies to), they fail. Combinations:
-    a pairwise covering set (conftest.covering_combinations).
+    a pairwise covering set (conftest.covering_combinations). The default
+    combination runs in both tiers, its mutants only in its template's
+    battery; the others only in the battery (tests/tiers.py).
 
     One test, so that one build (minutes for a CUDA bake) serves both and the
     baseline is known to pass before any mutant runs. (xdist's loadgroup cannot
