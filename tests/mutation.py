@@ -5,8 +5,9 @@ realistic slips (a flipped sign, an off-by-one mask, a narrower accumulator, a
 wrong partition spec, a dropped input check), each one textual replacement in
 the generated project. For every option combination a mutant applies to, the
 kit applies it to a baked project and runs the tests its entry names (never
-the whole suite) with `-x`: they must fail. A mutant that survives is a finding; the only way to keep one
-is a `survives = "why it is harmless"` line, which is reported, not run.
+the whole suite) with `-x`: they must fail. A mutant that survives is a
+finding; the only way to keep one is a `survives = "why it is harmless"`
+line, which is reported, not run.
 
 Also a script, for whoever writes a template's list:
 
@@ -61,6 +62,11 @@ class Mutant:
     # drops optimization barriers, say); it then runs in another combination
     # than the kit's oldest-JAX pass.
     not_on_oldest_jax: str = ""
+    # false: its tests compile the changed C++ themselves (ffi's kernel_check
+    # driver), so the extension module is not rebuilt for it: a module build
+    # would cost a -O3 compile of every file that includes the header, twice
+    # (the mutant, then the restored text for the next one), for nothing.
+    rebuild_module: bool = True
 
     def applies_to(self, options: dict[str, str]) -> bool:
         """Whether the mutant's `when` holds; one that does not name `example`
@@ -211,7 +217,7 @@ class Project:
         start = time.perf_counter()
         try:
             with applied(self.path, mutant, self.package, self.op):
-                if mutant.compiled and self.compiled:
+                if mutant.compiled and self.compiled and mutant.rebuild_module:
                     ok, output = self._install_build(MUTANT_BUILD_CONFIG)
                     if not ok:
                         return Outcome(mutant, False, _since(start), _tail(output), valid=False)

@@ -33,6 +33,7 @@ EARLIER_RELEASE = {
     "memory-and-sharding": "b9497f5",  # the rung's first release
     "internals": "3dcad5b",  # the rung's first release
 }
+RELEASED = set(EARLIER_RELEASE)
 GIT = ["git", "-c", "user.name=owner", "-c", "user.email=owner@example.org"]
 OWNER_NOTE = "Owner's note: this project is ours now."
 OWNER_HELPER = "def owner_helper():\n    return 42\n"
@@ -83,7 +84,11 @@ def take_template_side(project, names):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "rung",
-    [pytest.param(r, id=r.name, marks=battery(r)) for r in available() if r.name in EARLIER_RELEASE],
+    [
+        pytest.param(r, id=r.name, marks=battery(r))
+        for r in available()
+        if r.name in EARLIER_RELEASE
+    ],
 )
 def test_a_project_from_an_earlier_release_is_adopted_and_keeps_its_owners_edits(tmp_path, rung):
     templates = old_templates(EARLIER_RELEASE[rung.name], tmp_path / "kit")

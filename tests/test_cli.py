@@ -185,7 +185,11 @@ def test_demo_runs_rungs_side_by_side_and_prints_a_table_in_ladder_order(tmp_pat
     rows = [line for line in result.stdout.splitlines() if "% of tol" in line]
     assert [row.split()[0] for row in rows] == ["custom-partitioning", "internals"], rows
     assert all(" ok " in row for row in rows), rows
-    assert result.stdout.splitlines()[-1].startswith("2 rung(s) in "), result.stdout[-500:]
+    total, hint = result.stdout.splitlines()[-2:]
+    assert total.startswith("2 rung(s) in "), result.stdout[-500:]
+    # A first look: it says what ran and how to run a project's whole suite.
+    assert "quick selection (pytest -m quick" in hint, hint
+    assert "python -m pytest" in hint, hint
 
 
 class _FakeProjects:
@@ -206,7 +210,8 @@ class _FakeProjects:
             (target / "CMakeLists.txt").write_text("")
         return target
 
-    def run_project_tests(self, project, echo=None):
+    def run_project_tests(self, project, echo=None, extra_args=()):
+        assert extra_args == cli.DEMO_SELECTION  # a first look: the quick selection
         with self.lock:
             self.started.append(project.name)
         if self.barrier is not None:
@@ -240,7 +245,7 @@ def test_demo_starts_compiled_rungs_first_and_tables_in_ladder_order(tmp_path, m
     assert [row[0] for row in rows] == ["custom-vjp", "export", "ffi"], out
     assert "ffi: building and testing" in out
     assert "export: running tests in" in out
-    assert "3 rung(s) in" in out.splitlines()[-1]
+    assert "3 rung(s) in" in out.splitlines()[-2]
 
 
 def test_demo_runs_one_project_per_core_and_reports_a_failure(tmp_path, monkeypatch, capsys):

@@ -14,8 +14,6 @@ import tomllib
 import adapt
 import mutation
 import pytest
-from forked_pytest import ForkedPytest
-from test_readme_samples import demo_sample_passed
 from conftest import (
     ALL_COMBINATIONS,
     REPO,
@@ -28,6 +26,8 @@ from conftest import (
     option_combinations,
     selection,
 )
+from forked_pytest import ForkedPytest
+from test_readme_samples import demo_sample_passed
 
 from jax_ladder.cli import DEMO_SELECTION
 from jax_ladder.options import MAX_NAME_LENGTH

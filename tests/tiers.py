@@ -116,9 +116,7 @@ def select(root: Path, templates: list[str], identical: list[str], full: bool) -
     version = _git(root, "show", "-s", "--format=%h", commit).stdout.strip()
     since = f"the last release's commit {version}"
     changed = changed_since(root, commit)
-    shared = [
-        p for p in changed if p in SHARED_MACHINERY or shared_by_every_template(p, identical)
-    ]
+    shared = [p for p in changed if p in SHARED_MACHINERY or shared_by_every_template(p, identical)]
     if shared:
         why = f"shared machinery changed: {', '.join(shared[:3])}" + ", ..." * (len(shared) > 3)
         return Selection("quick", since, dict.fromkeys(templates, why))
