@@ -218,8 +218,9 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
         # runs it (its count is the README's demo sample's), then the rest.
         quick = run_project_tests(baked, code=baked / "src", extra_args=DEMO_SELECTION)
         assert quick.ok, quick.output[-5000:]
-        assert quick.passed == demo_sample_passed()[rung.name], (
-            f"README.md's demo sample says {demo_sample_passed()[rung.name]} passed for "
+        sample = demo_sample_passed()[rung.name]
+        assert quick.passed == sample, (
+            f"README.md's demo sample says {sample} passed for "
             f"{rung.name}, a run of its quick selection {quick.passed}: "
             "run scripts/readme-samples --only demo"
         )

@@ -32,7 +32,6 @@ from pathlib import Path, PurePosixPath
 
 VERSION_FILE = "src/jax_ladder/__init__.py"
 VERSION_LINE = "^__version__ = "  # git log -G: the commits that moved the version
-TEMPLATE_ROOT = "{{cookiecutter.project_name}}"
 
 # The kit's code that generates every project or checks every battery: a
 # change here can break any template's projects, so every battery runs.
