@@ -23,6 +23,7 @@ close the tests came to their tolerances.
 """
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import jax.numpy as jnp
@@ -33,6 +34,33 @@ import numpy as np
 class Ulps:
     at_value: float
     at_scale: float = 0.0
+
+
+# What a float32 matmul keeps of each input's significand, in bits (the
+# implicit leading one included): all of float32's at jax.lax.Precision.HIGHEST;
+# TensorFloat-32's on NVIDIA tensor cores (XLA's default for float32 on GPUs,
+# and what a Mosaic GPU kernel's wgmma computes, whatever the precision);
+# bfloat16's in one pass of a TPU's matrix unit. The tolerances are counted for
+# float32 inputs; at_platform widens them for what a platform's matmuls keep.
+MATMUL_INPUT_BITS = {"float32": 24, "tensorfloat32": 11, "bfloat16": 8}
+
+
+def at_platform(ulps: Ulps, matmul_inputs: Mapping[str, str], platform: str) -> Ulps:
+    """ulps, counted for float32 matmul inputs, widened by the rounding of
+    the inputs that the op's float32 matmuls make on `platform` (a jax.Device
+    platform: cpu, gpu, tpu). matmul_inputs: platform -> a MATMUL_INPUT_BITS
+    key, as the op declares it (absent: float32, what HIGHEST computes)."""
+    bits = MATMUL_INPUT_BITS[matmul_inputs.get(platform, "float32")]
+    scale = 2.0 ** (MATMUL_INPUT_BITS["float32"] - bits)
+    return Ulps(ulps.at_value * scale, ulps.at_scale * scale)
+
+
+def platform_of(x) -> str:
+    """The platform of the devices an array lives on (cpu for NumPy's)."""
+    devices = getattr(x, "devices", None)
+    if devices is None:
+        return "cpu"
+    return next(iter(devices())).platform
 
 
 WORST = {"error": 0.0, "fraction": 0.0, "ulps": 0.0, "dtype": "", "test": ""}

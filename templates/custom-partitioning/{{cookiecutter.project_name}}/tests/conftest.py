@@ -28,7 +28,17 @@ def mesh_devices(count):
     default = jax.config.jax_default_device
     platform = getattr(default, "platform", default)  # a Device, a name, or None
     devices = jax.devices(platform) if platform else jax.devices()
-    return (devices if len(devices) >= count else jax.devices("cpu"))[:count]
+    if len(devices) >= count:
+        return devices[:count]
+    if devices[0].platform != "cpu":
+        SIMULATED_MESHES[devices[0].platform] = len(devices)
+    return jax.devices("cpu")[:count]
+
+
+# The accelerator platforms whose sharding tests ran on simulated CPU devices
+# instead (platform: its device count), for the run's summary: there, a
+# compiled kernel runs interpreted, or the op refuses with its reason.
+SIMULATED_MESHES: dict[str, int] = {}
 
 
 # float64 is needed for the float64 cases and for check_grads' finite
@@ -43,6 +53,11 @@ def rng(request):
 
 
 def pytest_terminal_summary(terminalreporter):
+    for platform, count in SIMULATED_MESHES.items():
+        terminalreporter.write_line(
+            f"sharding: meshes of simulated CPU devices, as {platform} has {count} device(s); "
+            f"with enough {platform} devices they run there"
+        )
     if WORST["test"]:
         terminalreporter.write_line(
             f"oracle: worst error {WORST['error']:.2e} "

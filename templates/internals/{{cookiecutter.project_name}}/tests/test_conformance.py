@@ -1,16 +1,63 @@
 """Every cell of the conformance matrix (tests/conformance.py) for the op
 declared in tests/op_spec.py, and the README's table of them."""
 
+from functools import partial
+
+import jax
+import jax.numpy as jnp
 import pytest
+from jax import export, lax
 
 import support_table
-from conformance import cell_names, run_cell, unknown_refusals
+from conformance import (
+    cell_names,
+    float32_matmuls_not_highest,
+    matmuls,
+    narrowing_matmuls,
+    run_cell,
+    unknown_refusals,
+)
 from op_spec import SPEC
 
 
 @pytest.mark.parametrize("cell", cell_names(SPEC))
 def test_cell(cell, rng):
     run_cell(SPEC, cell, rng)
+
+
+# XLA's float32 matmul is the platform's choice unless the program asks:
+# TensorFloat-32 on NVIDIA GPUs (about 1e4 float32 ulps off). Every float32 dot
+# of the reference, the oracle's formula, and of the op outside its kernels
+# asks for HIGHEST, forward and gradient, so a CPU run checks the GPU's numbers.
+def test_reference_matmuls_are_highest(rng):
+    assert float32_matmuls_not_highest(SPEC.reference, SPEC, rng) == []
+
+
+def test_op_matmuls_are_highest(rng):
+    assert float32_matmuls_not_highest(SPEC.op, SPEC, rng) == []
+
+
+# The reference run on the oracle's float64 inputs asks for no narrower result
+# (float64 x float64 -> float32 is a GEMM no GPU library has): its dtypes
+# follow its inputs.
+def test_reference_keeps_float64(rng):
+    assert narrowing_matmuls(SPEC.reference, SPEC, rng) == []
+
+
+def test_the_matmul_checks_see_what_they_look_for():
+    """Negative controls: the checks above find a matmul at the platform's
+    default precision, in a jaxpr and inside an exported artifact, and a
+    float64 matmul with a float32 result."""
+    a = jnp.ones((4, 8), jnp.float32)
+    default = jax.jit(lambda a: a @ a.T)
+    artifact = export.deserialize(export.export(default)(a).serialize())
+    highest = partial(jnp.matmul, precision=lax.Precision.HIGHEST)
+    assert [m.precision for m in matmuls(default, a)] == ["DEFAULT"]
+    assert [m.precision for m in matmuls(artifact.call, a)] == ["DEFAULT"]
+    assert [m.precision for m in matmuls(lambda a: highest(a, a.T), a)] == ["HIGHEST"]
+    narrow = partial(jnp.matmul, preferred_element_type=jnp.float32)
+    (found,) = matmuls(lambda a: narrow(a, a.T), a.astype(jnp.float64))
+    assert found.narrows
 
 
 def test_every_declared_refusal_names_a_cell():

@@ -27,9 +27,16 @@ Cells, for an op with arguments A and named axes D:
 Gradients are always taken against a random cotangent (a random weighting
 of each output), never sum(output): an op whose outputs sum to a constant
 would otherwise compare zeros with zeros. The gradient oracle is JAX's own
-autodiff of the plain-JAX reference in float64, run eagerly (the reference
-itself is checked against the independent float64 NumPy oracle in
-test_reference.py).
+autodiff of the plain-JAX reference in float64, run eagerly on the CPU device
+(which every JAX has; an accelerator may lack float64 or a float64 matmul),
+and the reference itself is checked against the independent float64 NumPy
+oracle in test_reference.py.
+
+Matmul precision is declared, never a platform's default (XLA's float32
+matmul on NVIDIA GPUs is TensorFloat-32): float32_matmuls lists the dots a
+program makes, which test_conformance.py holds to HIGHEST in the op and the
+reference; what a kernel's own matmuls keep is the declaration's
+matmul_inputs, which widens the tolerance on that platform (compare.py).
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
-from compare import Ulps, assert_close
+from compare import Ulps, assert_close, at_platform, platform_of
 from conftest import mesh_devices
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
@@ -106,6 +113,11 @@ class OpSpec:
     symbolic_axis: str | None = None  # the axis export-symbolic makes symbolic
     platforms: Mapping[str, str] = field(default_factory=lambda: {"cpu": ""})
     export_checks: tuple[Any, ...] = ()  # export.DisabledSafetyCheck for the op's custom calls
+    # What the op's float32 matmuls keep of their inputs on a platform, where
+    # less than float32 (a compare.MATMUL_INPUT_BITS key): a kernel's own
+    # hardware matmul, say. Every float32 dot outside a kernel is HIGHEST
+    # (test_conformance.py), so no platform's default decides the results.
+    matmul_inputs: Mapping[str, str] = field(default_factory=dict)
     refuse: Mapping[str, Refuse] = field(default_factory=dict)  # cell name or glob
     extra_collectives: Mapping[str, str] = field(default_factory=dict)  # cell glob: why
     # The entry point for jit with Auto shardings, where it differs from `op`
@@ -210,16 +222,25 @@ def _diff_args(spec: OpSpec) -> list[int]:
 
 def oracle(spec: OpSpec, args: list[Any]) -> tuple[np.ndarray, ...]:
     """The float64 oracle on exactly the values the op sees: the declared one,
-    or else the reference itself computing in float64."""
+    or else the reference itself computing in float64 on the CPU."""
     if spec.oracle is None:
-        outputs = _outputs(spec.reference(*(_to64(a) for a in args)))
+        with jax.default_device(_CPU):
+            outputs = _outputs(spec.reference(*(_to64(a) for a in args)))
         return tuple(np.asarray(o) for o in outputs)
     as64 = [np.asarray(a, np.float64) if _float(a.dtype) else np.asarray(a) for a in args]
     return _outputs(spec.oracle(*as64))
 
 
+# Where the oracle computes: every JAX has a CPU device, with float64 and its
+# matmuls (a TPU has no float64, a GPU's float64 is slow).
+_CPU = jax.devices("cpu")[0]
+
+
 def _to64(a: Any) -> Any:
-    return jnp.asarray(a, jnp.float64) if _float(a.dtype) else jnp.asarray(a)
+    """a as a float64 array (non-floating ones as they are) on the CPU: the
+    conversion happens on the host, not on the accelerator holding a."""
+    host = np.asarray(a, np.float64) if _float(a.dtype) else np.asarray(a)
+    return jax.device_put(host, _CPU)
 
 
 def _loss(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callable[..., Any]:
@@ -233,8 +254,11 @@ def _loss(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callab
     return lambda *a: loss(*_outputs(fn(*a)))
 
 
-def cotangents_for(spec: OpSpec, args: list[Any], rng: np.random.Generator) -> list[Any]:
-    outs = _outputs(jax.eval_shape(spec.op, *args))
+def cotangents_for(
+    spec: OpSpec, args: list[Any], rng: np.random.Generator, fn: Callable[..., Any] | None = None
+) -> list[Any]:
+    """Random cotangents for the differentiable outputs of fn (the op) on args."""
+    outs = _outputs(jax.eval_shape(fn or spec.op, *args))
     return [
         jnp.asarray(rng.standard_normal(outs[i].shape), outs[i].dtype)
         for i in _diff_outputs(spec, outs)
@@ -247,7 +271,8 @@ def vjp_oracle(spec: OpSpec, args: list[Any], cotangents: list[Any]) -> list[np.
     args64 = [_to64(a) for a in args]
     cts64 = [_to64(c) for c in cotangents]
     argnums = tuple(_diff_args(spec))
-    grads = jax.grad(_loss(spec, spec.reference, cts64), argnums=argnums)(*args64)
+    with jax.default_device(_CPU):
+        grads = jax.grad(_loss(spec, spec.reference, cts64), argnums=argnums)(*args64)
     return [np.asarray(g) for g in grads]
 
 
@@ -255,14 +280,15 @@ def assert_outputs(spec: OpSpec, got: Any, want: tuple[Any, ...]) -> None:
     got = _outputs(got)
     assert len(got) == len(want), f"{len(got)} outputs, expected {len(want)}"
     for g, w in zip(got, want, strict=True):
-        assert_close(g, w, spec.tolerance)
+        assert_close(g, w, at_platform(spec.tolerance, spec.matmul_inputs, platform_of(g)))
 
 
 def assert_grads(spec: OpSpec, got: Any, want: list[np.ndarray]) -> None:
     got = list(got) if isinstance(got, (tuple, list)) else [got]
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
-        assert_close(g, w, spec.gradient_tolerance)
+        tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
+        assert_close(g, w, tolerance)
 
 
 def _stack(parts: list[tuple[np.ndarray, ...]], axis: int) -> tuple[np.ndarray, ...]:
@@ -397,11 +423,12 @@ def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
 
         primals = [args[i] for i in diff]
         args64 = [_to64(a) for a in args]
-        _, want_t = jax.jvp(
-            of_diff(spec.reference, args64),
-            [args64[i] for i in diff],
-            [_to64(t) for t in tangents],
-        )
+        with jax.default_device(_CPU):
+            _, want_t = jax.jvp(
+                of_diff(spec.reference, args64),
+                [args64[i] for i in diff],
+                [_to64(t) for t in tangents],
+            )
         if cell == "jvp":
             _, got_t = jax.jit(lambda p, t: jax.jvp(of_diff(spec.op, args), p, t))(
                 primals, tangents
@@ -613,6 +640,123 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
     theirs = _collectives(jax.jit(spec.reference).lower(*placed).compile().as_text())
     more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
     assert not more, f"more collectives than the reference (op, reference): {more}"
+
+
+# --- matmul precision --------------------------------------------------------------
+@dataclass(frozen=True)
+class Matmul:
+    """One matmul of a program: operand and result dtypes, and its precision."""
+
+    operands: tuple[str, ...]
+    result: str
+    precision: str  # "HIGHEST", or what else the program asked for (DEFAULT: the platform's)
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it asks for a result narrower than its operands (float64 x
+        float64 -> float32, which no GPU library computes)."""
+        bits = [jnp.finfo(o).bits for o in self.operands if _float(o)]
+        return bool(bits) and min(bits) > jnp.finfo(self.result).bits
+
+
+# The primitives whose float32 precision a platform chooses unless asked.
+_MATMULS = ("dot_general", "conv_general_dilated")
+
+
+def matmuls(fn: Callable[..., Any], *args: Any) -> list[Matmul]:
+    """Every floating-point matmul (a dot_general or a convolution) fn makes
+    on args: in its jaxpr, in any exported artifact it calls (read from the
+    artifact's StableHLO), and not inside a Pallas kernel, whose matmuls are
+    its hardware's (OpSpec.matmul_inputs)."""
+    found: list[Matmul] = []
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            if name in _MATMULS and _float(eqn.outvars[0].aval.dtype):
+                precision = eqn.params.get("precision")
+                found.append(
+                    Matmul(
+                        tuple(str(v.aval.dtype) for v in eqn.invars),
+                        str(eqn.outvars[0].aval.dtype),
+                        _precision_name(precision),
+                    )
+                )
+            elif name == "call_exported":
+                found.extend(_hlo_matmuls(eqn.params["exported"].mlir_module()))
+            if name == "pallas_call":
+                continue
+            for param in eqn.params.values():
+                for sub in param if isinstance(param, (tuple, list)) else (param,):
+                    inner = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr's Jaxpr
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
+def _precision_name(precision: Any) -> str:
+    """HIGHEST for (HIGHEST, HIGHEST) or a float32 dot algorithm; DEFAULT
+    (the platform's choice) for none; else its text."""
+    if precision is None:
+        return "DEFAULT"
+    if isinstance(precision, tuple) and all(p == lax.Precision.HIGHEST for p in precision):
+        return "HIGHEST"
+    if precision == getattr(lax.DotAlgorithmPreset, "F32_F32_F32", None):
+        return "HIGHEST"
+    return str(precision)
+
+
+_HLO_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+_HLO_TYPES = re.compile(
+    r": \(tensor<(?:[^>]*x)?(\w+)>, tensor<(?:[^>]*x)?(\w+)>\) -> tensor<(?:[^>]*x)?(\w+)>"
+)
+_HLO_PRECISION = re.compile(
+    r"precision(?:_config)? = \[(?:#stablehlo<precision )?(\w+)>?, (?:#stablehlo<precision )?(\w+)"
+)
+
+
+def _hlo_matmuls(text: str) -> list[Matmul]:
+    """The floating-point dots and convolutions of a StableHLO module's text."""
+    found = []
+    for line in text.splitlines():
+        if "stablehlo.dot_general" not in line and "stablehlo.convolution" not in line:
+            continue
+        types = _HLO_TYPES.search(line)
+        if types is None or types[3] not in _HLO_DTYPES:
+            continue
+        asked = _HLO_PRECISION.search(line)
+        precision = "DEFAULT" if asked is None else asked[1]
+        if asked is not None and asked[1] != asked[2]:
+            precision = f"{asked[1]}, {asked[2]}"
+        lhs, rhs, out = (_HLO_DTYPES.get(t, t) for t in types.groups())
+        found.append(Matmul((lhs, rhs), out, precision))
+    return found
+
+
+def float32_matmuls_not_highest(fn: Callable[..., Any], spec: OpSpec, rng: Any) -> list[Matmul]:
+    """The matmuls with a float32 operand that fn's forward and gradient
+    programs make at another precision than HIGHEST, on float32 arguments."""
+    args = make_args(spec, rng, "float32")
+    cts = cotangents_for(spec, args, rng, fn)
+    programs = [matmuls(fn, *args), matmuls(_grad_of(spec, fn, len(args)), *args, *cts)]
+    return [
+        m
+        for found in programs
+        for m in found
+        if "float32" in m.operands and m.precision != "HIGHEST"
+    ]
+
+
+def narrowing_matmuls(fn: Callable[..., Any], spec: OpSpec, rng: Any) -> list[Matmul]:
+    """The matmuls of fn's forward and gradient programs, on float64
+    arguments (the oracle's), that ask for a result narrower than their
+    operands."""
+    args = [_to64(a) for a in make_args(spec, rng)]
+    cts = cotangents_for(spec, args, rng, fn)
+    programs = [matmuls(fn, *args), matmuls(_grad_of(spec, fn, len(args)), *args, *cts)]
+    return [m for found in programs for m in found if m.narrows]
 
 
 # --- export --------------------------------------------------------------------------

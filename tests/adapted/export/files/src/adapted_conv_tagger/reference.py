@@ -41,8 +41,15 @@ def conv_tagger(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
     x = jnp.where(mask[..., None], x, 0.0)
     half = WIDTH // 2  # explicit padding: the same length, whatever the symbolic s
     kernel = params["kernel"].astype(x.dtype)  # lax.conv does not promote, as @ does
+    # HIGHEST: float32 products on every platform (a GPU's default is TF32).
     h = lax.conv_general_dilated(
-        x, kernel, (1,), [(half, half)], dimension_numbers=("NWC", "WIO", "NWC")
+        x,
+        kernel,
+        (1,),
+        [(half, half)],
+        dimension_numbers=("NWC", "WIO", "NWC"),
+        precision=lax.Precision.HIGHEST,
     )
-    logits = jnp.tanh(h + params["bias"]) @ params["w_out"] + params["b_out"]
+    hidden = jnp.tanh(h + params["bias"])
+    logits = jnp.matmul(hidden, params["w_out"], precision=lax.Precision.HIGHEST) + params["b_out"]
     return jnp.where(mask[..., None], logits, 0.0)

@@ -25,4 +25,4 @@ def periodic_matvec_reference(
         + dl[..., :, None] * jnp.roll(eye, -1, axis=1)
         + du[..., :, None] * jnp.roll(eye, 1, axis=1)
     )
-    return jnp.einsum("...ij,...j->...i", matrix, x)
+    return jnp.einsum("...ij,...j->...i", matrix, x, precision=jax.lax.Precision.HIGHEST)
