@@ -3,14 +3,16 @@ machinery end to end on one check, so the script works when a GPU finally runs i
 
 import importlib.machinery
 import importlib.util
+import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import REPO
 
 from jax_ladder.options import load_options, resolve
-from jax_ladder.rungs import by_name, template_dir
+from jax_ladder.rungs import available, by_name, template_dir
 
 SCRIPT = REPO / "scripts" / "hardware-check"
 
@@ -77,10 +79,78 @@ def test_the_jax_range_check_reads_the_templates_pin():
 
 def test_one_check_runs_end_to_end_on_the_cpu(tmp_path):
     """The export variant also runs on a CPU: bake, tests, JUnit, bench, table."""
-    (check,) = [c for c in hw.plan("tpu") if c.rung == "export"]
+    (check,) = [c for c in hw.plan("tpu") if c.rung == "export" and c.options]
     logs = tmp_path / "logs"
     logs.mkdir()
     result = hw.run_check(check, "tpu", tmp_path, logs)
     assert result.ok, (result.note, result.bad_skips, result.failed)
     assert result.passed > 10
     assert "x" in result.speed
+
+
+@pytest.mark.parametrize("kind", ["gpu", "tpu"])
+def test_the_plan_covers_the_native_variants_every_default_and_every_example(kind):
+    """What a user on that accelerator runs: every registered template's default variant
+    (baked as such, or a native variant with only default options), the native variants,
+    and every example folder with tests and a benchmark."""
+    checks = hw.plan(kind)
+    assert len({(c.label, c.variant) for c in checks}) == len(checks)
+    assert all(check in checks for check in hw.NATIVE[kind])
+    for rung in available():
+        defaults = [c for c in checks if c.rung == rung.name and not c.example and hw.is_default(c)]
+        assert len(defaults) == 1, rung.name
+    examples = {c.example for c in checks if c.example}
+    assert {"ffi", "ladder"} <= examples
+    assert examples == {p.name for p in (REPO / "examples").iterdir() if any(p.glob("test_*.py"))}
+
+
+def test_the_gpu_plan_holds_the_pallas_default_and_the_native_backends():
+    variants = {(c.rung, tuple(sorted(c.options.items()))) for c in hw.plan("gpu")}
+    assert ("pallas", ()) in variants  # backend=tpu: on a GPU it lowers or interprets
+    assert ("pallas", (("backend", "mosaic_gpu"),)) in variants
+    assert ("pallas", (("backend", "triton"),)) in variants
+    assert ("ffi", (("cuda", "yes"),)) in variants
+    assert ("ffi", ()) in variants
+
+
+def test_the_tests_run_without_preallocating_the_accelerators_memory(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run(command, **kwargs):
+        calls.append((command, kwargs))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(hw.subprocess, "run", fake_run)
+    check = hw.Check("ffi", "example", example="ffi")
+    result = hw.Result(check, project=REPO / "examples" / "ffi", code=tmp_path, log=tmp_path / "x")
+    hw.run_tests(result, "gpu")
+    hw.run_bench(result, 10)
+    (tests_command, tests), (_, bench) = calls
+    assert tests["env"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert tests["env"]["PYTHONPATH"].startswith(str(tmp_path))
+    assert tests_command[-3:-1] == ["-o", "addopts="]  # one process: no pytest-xdist workers
+    # A benchmark runs alone, with JAX's own memory settings.
+    variable = "XLA_PYTHON_CLIENT_PREALLOCATE"
+    assert bench["env"].get(variable) == os.environ.get(variable)
+
+
+def test_every_checks_tests_run_at_once(monkeypatch, tmp_path):
+    """All checks' pytest processes run together: each waits here for all the others."""
+    checks = [hw.Check(name, "example", example=name) for name in ("ffi", "ladder", "pallas")]
+    together = threading.Barrier(len(checks), timeout=30)
+    monkeypatch.setattr(hw, "build", lambda result, work: None)
+    monkeypatch.setattr(hw, "run_tests", lambda result, kind: together.wait())
+    results = hw.test_all(checks, "gpu", tmp_path, tmp_path)
+    assert [r.note for r in results] == ["", "", ""]
+    assert [r.check for r in results] == checks
+
+
+def test_help_says_how_to_bring_the_missing_packages_without_a_network():
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert 'pip download cookiecutter "pytest>=9" -d wheels' in text
+    assert "pip install --no-index --find-links wheels cookiecutter pytest" in text
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in text

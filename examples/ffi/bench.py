@@ -13,6 +13,9 @@ Each time is the median of repeated calls after a warm-up, each ended by block_u
 Ratios are other / ffi: above 1x the FFI solver is faster. `err` is each forward solution's
 error bound relative to max |x| (float64 residual / dominance margin, reference.py): the
 timings are for correct answers.
+
+Everything runs on the CPU device, also where the default backend is a GPU: the handler is
+CPU-only, and the three solvers are compared on one device.
 """
 
 import argparse
@@ -20,10 +23,18 @@ import statistics
 import time
 
 import jax
-import jax.numpy as jnp
-import numpy as np
-from heat import crank_nicolson
-from reference import lax_tridiagonal_solve, numpy_residual, random_system, scan_tridiagonal_solve
+
+jax.config.update("jax_default_device", "cpu")  # the handler's one platform, for all three
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from heat import crank_nicolson  # noqa: E402
+from reference import (  # noqa: E402
+    lax_tridiagonal_solve,
+    numpy_residual,
+    random_system,
+    scan_tridiagonal_solve,
+)
 
 try:
     from tridiagonal import tridiagonal_solve
@@ -112,7 +123,9 @@ def main():
         sizes = [(1, 100_000), (8, 4096), (16, 4096), (256, 256), (4096, 16), (65_536, 4)]
         heat_sizes, repeats, heat_repeats = [(1, 1023, 500), (256, 255, 500)], 20, 5
 
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, float32; times: median ms")
+    print(f"jax {jax.__version__} on cpu, float32; times: median ms")
+    if jax.default_backend() != "cpu":
+        print(f"(on the CPU device, not {jax.default_backend()}: the handler is CPU-only)")
     print(f"ratios: other / {BASE} (above 1x: {BASE} is faster)")
     group = group_header()
     print(f"\nsolve: forward | forward+backward | err ({', '.join(SOLVERS)})")

@@ -1,4 +1,10 @@
-"""Shared test setup: float64, seeded randomness, and a clear word when the FFI module is missing.
+"""Shared test setup: the CPU as the default device, float64, seeded randomness, and a clear word
+when the FFI module is missing.
+
+The handler is CPU-only (tridiagonal.py), so the tests run on the CPU device also where the
+default backend is a GPU: there the plain-JAX oracles would run on the GPU and the FFI calls,
+inside a jit, would be refused. test_tridiagonal.py checks that refusal, and on a machine with
+an accelerator the placement, explicitly.
 
 The tests that need the compiled handler skip (pytest.importorskip in each of those modules)
 when `tridiagonal` cannot load it; its ImportError says how to build it, and the summary line
@@ -16,6 +22,7 @@ import numpy as np
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_default_device", "cpu")
 
 try:
     import tridiagonal  # noqa: F401  (loads and registers the handler, or says why not)

@@ -269,10 +269,66 @@ def test_export_needs_an_explicit_opt_in_and_then_round_trips(rng):
     DisabledSafetyCheck.custom_call works, but the artifact then runs only where this target
     is registered with a compatible handler (README.md)."""
     specs = [jax.ShapeDtypeStruct((3, 5), F32)] * 4
+    # For the CPU, the handler's one platform (export's default is the default backend's).
     with pytest.raises(ValueError, match="custom calls whose targets have no compatibility"):
-        export.export(jax.jit(solve))(*specs)
+        export.export(jax.jit(solve), platforms=("cpu",))(*specs)
     opt_in = [export.DisabledSafetyCheck.custom_call(tridiagonal.TARGET)]
-    exported = export.export(jax.jit(solve), disabled_checks=opt_in)(*specs)
+    exported = export.export(jax.jit(solve), platforms=("cpu",), disabled_checks=opt_in)(*specs)
     system = random_system(rng, (3, 5), F32)
     restored = export.deserialize(exported.serialize())
     np.testing.assert_array_equal(restored.call(*system), solve(*system))
+
+
+# --- platforms ------------------------------------------------------------------------------
+
+CPU_ONLY = "tridiagonal_solve: this example's FFI handler is CPU-only"
+
+
+@pytest.mark.parametrize("platforms", [("cuda",), ("rocm",), ("tpu",), ("cpu", "cuda")], ids=str)
+def test_lowering_for_a_platform_without_the_handler_is_refused_clearly(platforms):
+    """The handler is registered for the CPU alone. Lowered for another platform, the call
+    is refused while lowering, saying how to run it on the CPU, not left for XLA to fail
+    with "No FFI handler registered" when it compiles (and for every test on a GPU)."""
+    specs = [jax.ShapeDtypeStruct((3, 5), F32)] * 4
+    traced = jax.jit(solve).trace(*specs)
+    with pytest.raises(NotImplementedError, match=CPU_ONLY) as refusal:
+        traced.lower(lowering_platforms=platforms)
+    assert "jax.default_device" in str(refusal.value)
+    gradient = jax.jit(jax.grad(sum_with(jnp.ones((3, 5), F32)), argnums=(0, 1, 2, 3)))
+    with pytest.raises(NotImplementedError, match=CPU_ONLY):
+        gradient.trace(*specs).lower(lowering_platforms=platforms)  # the backward call too
+    with pytest.raises(NotImplementedError, match=CPU_ONLY):
+        export.export(jax.jit(solve), platforms=platforms)(*specs)
+
+
+def test_the_tests_run_on_the_cpu_device():
+    """conftest.py pins the default device, so that on a GPU machine these tests check the
+    handler instead of the refusal."""
+    assert jax.config.jax_default_device == "cpu"
+    assert solve(*good()).devices() == {jax.devices("cpu")[0]}
+
+
+def test_the_cpu_lowering_is_the_bare_custom_call():
+    specs = [jax.ShapeDtypeStruct((3, 5), F32)] * 4
+    text = jax.jit(solve).trace(*specs).lower(lowering_platforms=("cpu",)).as_text()
+    assert text.count("stablehlo.custom_call") == 1
+    assert tridiagonal.TARGET in text
+
+
+ACCELERATORS = [d for d in jax.devices() if d.platform != "cpu"]
+
+
+@pytest.mark.skipif(not ACCELERATORS, reason="needs a GPU or TPU device (none here)")
+def test_on_an_accelerator_uncommitted_operands_run_on_the_cpu_and_placed_ones_are_refused(rng):
+    """Where the default backend is an accelerator: the wrapper runs uncommitted operands on
+    the CPU (conftest pins the tests' default device there; here it is the accelerator), and
+    operands placed on the accelerator get the one clear refusal."""
+    system = random_system(rng, (4, 6), F64)
+    with jax.default_device(ACCELERATORS[0]):
+        uncommitted = [jnp.asarray(np.asarray(a)) for a in system]
+        np.testing.assert_array_equal(solve(*uncommitted), solve(*system))
+        placed = [jax.device_put(a, ACCELERATORS[0]) for a in system]
+        with pytest.raises(NotImplementedError, match=CPU_ONLY):
+            solve(*placed)
+        with pytest.raises(NotImplementedError, match=CPU_ONLY):
+            jax.jit(solve)(*placed)

@@ -7,6 +7,12 @@ are ignored, as in jax.lax.linalg.tridiagonal_solve. The handler (csrc/) reaches
 PyCapsule from the compiled module `_tridiagonal_ffi`; importing this module loads it and
 registers it with XLA under TARGET. jax.ffi.ffi_call emits the custom call, and jax.custom_vjp
 supplies the gradient (an ffi_call has no autodiff rule of its own).
+
+The handler exists for the CPU alone. tridiagonal_solve runs operands that were not placed on a
+device on purpose (NumPy arrays, uncommitted jax arrays) on the CPU, also where the default
+device is a GPU; a call lowered for another platform (operands committed to a GPU, or an outer
+jit placed there) is refused while lowering, with a NotImplementedError that says how to run it
+on the CPU, instead of failing in XLA with "No FFI handler registered ... on a platform CUDA".
 """
 
 import importlib
@@ -16,6 +22,8 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 __all__ = ["TARGET", "load_extension", "tridiagonal_solve"]
 
@@ -65,6 +73,35 @@ jax.ffi.register_ffi_target(
 
 SUPPORTED_DTYPES = (jnp.float32, jnp.float64)
 
+# --- CPU only -------------------------------------------------------------------------------
+# An identity on the operands whose only lowering is the CPU's (where it emits nothing): any
+# other lowering platform gets one clear refusal before XLA sees the custom call. An identity
+# is linear and commutes with vmap, so its JVP and batching rules pass everything through.
+_cpu_only_p = Primitive("tridiagonal_solve_cpu_only")
+_cpu_only_p.multiple_results = True
+_cpu_only_p.def_abstract_eval(lambda *avals: avals)
+# Eagerly too, the platform is that of the device the call runs on: compile the identity.
+_cpu_only_p.def_impl(lambda *operands: jax.jit(_cpu_only_p.bind)(*operands))
+batching.primitive_batchers[_cpu_only_p] = lambda operands, dims: (
+    _cpu_only_p.bind(*operands),
+    dims,
+)
+ad.primitive_jvps[_cpu_only_p] = lambda primals, tangents: (_cpu_only_p.bind(*primals), tangents)
+mlir.register_lowering(_cpu_only_p, lambda ctx, *operands: operands, platform="cpu")
+
+
+def _refuse(ctx, *operands):
+    others = ", ".join(p for p in ctx.module_context.platforms if p != "cpu")
+    raise NotImplementedError(
+        f"tridiagonal_solve: this example's FFI handler is CPU-only, and this call is being "
+        f"lowered for {others}. Run it on the CPU: pass operands placed on "
+        "jax.devices('cpu')[0] (jax.device_put), or jit and call it under "
+        "`with jax.default_device('cpu'):`. (jax.lax.linalg.tridiagonal_solve runs on GPUs.)"
+    )
+
+
+mlir.register_lowering(_cpu_only_p, _refuse)  # every platform but the CPU
+
 
 def tridiagonal_solve(dl, d, du, b):
     """Solve the tridiagonal systems (dl, d, du) x = b, one per leading index.
@@ -78,10 +115,16 @@ def tridiagonal_solve(dl, d, du, b):
     definite matrices. A system with an exactly zero pivot gets an all-NaN x; the others in
     the batch are unaffected. Bad operands raise TypeError or ValueError here, before any
     call; the handler checks them again and would raise jax.errors.JaxRuntimeError.
+
+    The handler is CPU-only: operands not committed to a device run on the CPU; a call
+    lowered for another platform raises NotImplementedError (see the module's docstring).
     """
-    dl, d, du, b = (jnp.asarray(a) for a in (dl, d, du, b))
-    _check_operands(dl=dl, d=d, du=du, b=b)
-    return _solve(dl, d, du, b)
+    # The default device decides where an eager call with uncommitted operands runs; under
+    # an outer jit this changes nothing, and that jit's platform decides.
+    with jax.default_device("cpu"):
+        dl, d, du, b = (jnp.asarray(a) for a in (dl, d, du, b))
+        _check_operands(dl=dl, d=d, du=du, b=b)
+        return _solve(dl, d, du, b)
 
 
 def _check_operands(**operands):
@@ -115,7 +158,7 @@ def _ffi_solve(dl, d, du, b):
     call = jax.ffi.ffi_call(
         TARGET, jax.ShapeDtypeStruct(b.shape, b.dtype), vmap_method="broadcast_all"
     )
-    return call(dl, d, du, b)
+    return call(*_cpu_only_p.bind(dl, d, du, b))
 
 
 def _transposed(dl, du):

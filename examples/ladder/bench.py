@@ -11,11 +11,13 @@ For each rung (a module in this folder), float32 x: (rows, d), w: (d,), cotangen
 - saved MiB: what jax.vjp keeps for the backward pass (its residuals, x and w included).
 - temp, peak MiB: compiled.memory_analysis() of the value_and_grad program on one device.
 - comm B: bytes of the collectives in the compiled value_and_grad program on an 8-device mesh
-  (simulated CPU devices) with the rows of x and dy sharded, from the optimized HLO (hlo.py).
+  (devices.py: the default platform's devices where it has 8, else simulated CPU devices) with
+  the rows of x and dy sharded, from the optimized HLO (hlo.py).
 - lines: lines of code of the rung's module (no blanks, comments or docstrings; + C++).
 Every forward is checked against the float64 oracle first (exit 1 if one is wrong), so the
 timings are for right answers. On a CPU the Pallas rung runs in the interpreter: its time
-says nothing about a kernel's.
+says nothing about a kernel's. The FFI rung's handlers are CPU-only: where the default backend
+is not the CPU, its row is left out (JAX_PLATFORMS=cpu times every rung on the CPU).
 
 --json writes the table with the machine and date (results.json is one such measurement);
 --plot draws it (plot.py; needs matplotlib, which the kit's docs extra has).
@@ -42,6 +44,7 @@ jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import oracle  # noqa: E402
+from devices import mesh_devices  # noqa: E402
 from hlo import total_bytes  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
@@ -194,10 +197,14 @@ def main():
     x = jnp.asarray(rng.standard_normal((rows, d)), jnp.float32)
     w = jnp.asarray(1 + 0.5 * rng.standard_normal(d), jnp.float32)
     dy = jnp.asarray(rng.standard_normal((rows, d)), jnp.float32)
-    mesh = jax.make_mesh((8,), ("rows",), axis_types=(AxisType.Auto,))
+    mesh = jax.make_mesh((8,), ("rows",), axis_types=(AxisType.Auto,), devices=mesh_devices(8))
 
     functions, figures = {}, {}
     for name in RUNGS:
+        if name == "ffi_handler" and jax.default_backend() != "cpu":
+            print(f"NOTE: {name} left out: its handlers are CPU-only, this table is for the")
+            print(f"{jax.default_backend()}; JAX_PLATFORMS=cpu times every rung on the CPU")
+            continue
         try:
             functions[name] = importlib.import_module(name).rms_norm
         except ImportError as err:  # the FFI rung without its compiled module

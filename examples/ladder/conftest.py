@@ -2,7 +2,10 @@
 FFI rung's compiled module is missing.
 
 `jax_num_cpu_devices` only takes effect before JAX starts its backend: pytest imports
-conftest.py before the test modules, and nothing before it touches a device.
+conftest.py before the test modules, and nothing before it touches a device. The tests run on
+the default device; the sharding test's mesh is the default platform's devices where it has 8,
+else these simulated CPU devices (devices.py), and the FFI rung, whose handlers are CPU-only,
+runs on the CPU device (test_ladder.py's `rung` fixture).
 """
 
 import zlib
@@ -10,6 +13,7 @@ import zlib
 import jax
 import numpy as np
 import pytest
+from devices import SIMULATED_MESHES
 from oracle import WORST
 
 jax.config.update("jax_num_cpu_devices", 8)
@@ -29,6 +33,10 @@ def rng(request):
 
 
 def pytest_terminal_summary(terminalreporter):
+    for platform, count in SIMULATED_MESHES.items():
+        terminalreporter.write_line(
+            f"sharding: meshes of simulated CPU devices, as {platform} has {count} device(s)"
+        )
     if WORST["test"]:
         terminalreporter.write_line(
             f"oracle: worst error {100 * WORST['fraction']:.1f}% of tolerance in {WORST['test']}"

@@ -7,7 +7,8 @@ size is. serialize(vjp_order=1) stores the VJP too, so the loaded op is differen
 
 What it costs: the loaded op is a black box to JAX's transformations. No vmap (call_exported
 has no batching rule), no forward mode, no second derivative, and the platforms are fixed at
-export time (here: the one JAX runs on).
+export time (here: the one JAX runs on, and the CPU, where a one-GPU machine's sharding tests
+run on simulated devices; one artifact holds a lowering for each).
 """
 
 import functools
@@ -29,7 +30,8 @@ def export_bytes(d, dtype=jnp.float32):
     (b,) = export.symbolic_shape("b")
     x_spec = jax.ShapeDtypeStruct((b, d), dtype)
     w_spec = jax.ShapeDtypeStruct((d,), dtype)
-    exported = export.export(jax.jit(_rms_norm))(x_spec, w_spec)
+    platforms = tuple(dict.fromkeys((export.default_export_platform(), "cpu")))
+    exported = export.export(jax.jit(_rms_norm), platforms=platforms)(x_spec, w_spec)
     return exported.serialize(vjp_order=1)
 
 

@@ -8,6 +8,11 @@ What it costs: a compiler and a build (CMake, nanobind), one handler per platfor
 knows nothing of what the handler does. vmap runs the handler once per batch element
 (vmap_method="sequential"), there is no forward mode, and under a sharded jit the partitioner
 cannot split a custom call: it gathers the operands onto every device.
+
+The handlers here are CPU-only: rms_norm runs operands not committed to a device on the CPU,
+also where the default device is a GPU, and a call lowered for another platform is refused
+while lowering, with one clear NotImplementedError (not XLA's "No FFI handler registered ...
+on a platform CUDA" when it compiles).
 """
 
 import importlib
@@ -18,6 +23,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 EPS = 1e-6
 TARGETS = {
@@ -52,19 +59,46 @@ def load_extension():
 for _name, _capsule in load_extension().handlers().items():
     jax.ffi.register_ffi_target(TARGETS[_name], _capsule, platform="cpu")
 
+# An identity on the operands that lowers only for the CPU (to nothing): lowered for another
+# platform it refuses, before XLA meets a custom call it has no handler for there.
+_cpu_only_p = Primitive("ladder_rms_norm_cpu_only")
+_cpu_only_p.multiple_results = True
+_cpu_only_p.def_abstract_eval(lambda *avals: avals)
+_cpu_only_p.def_impl(lambda *operands: jax.jit(_cpu_only_p.bind)(*operands))  # eager: compiled
+batching.primitive_batchers[_cpu_only_p] = lambda ops, dims: (_cpu_only_p.bind(*ops), dims)
+ad.primitive_jvps[_cpu_only_p] = lambda primals, tangents: (_cpu_only_p.bind(*primals), tangents)
+mlir.register_lowering(_cpu_only_p, lambda ctx, *operands: operands, platform="cpu")
+
+
+def _refuse(ctx, *operands):
+    others = ", ".join(p for p in ctx.module_context.platforms if p != "cpu")
+    raise NotImplementedError(
+        f"the FFI rung's handlers are CPU-only, and this call is being lowered for {others}: "
+        "pass operands placed on jax.devices('cpu')[0], or jit and call it under "
+        "`with jax.default_device('cpu'):`"
+    )
+
+
+mlir.register_lowering(_cpu_only_p, _refuse)  # every platform but the CPU
+
 
 def rms_norm(x, w):
-    """x: (..., d) float32, w: (d,) float32 -> (..., d). Reverse-mode differentiable."""
-    if x.dtype != jnp.float32 or w.dtype != jnp.float32:
-        raise TypeError(f"the handler takes float32 x and w, got {x.dtype} and {w.dtype}")
-    if x.ndim < 1 or w.shape != x.shape[-1:]:
-        raise ValueError(f"need x (..., d) and w (d,), got {x.shape} and {w.shape}")
-    return _rms_norm(x, w)
+    """x: (..., d) float32, w: (d,) float32 -> (..., d). Reverse-mode differentiable.
+
+    Operands not committed to a device run on the CPU (an outer jit decides for itself)."""
+    with jax.default_device("cpu"):
+        x, w = jnp.asarray(x), jnp.asarray(w)
+        if x.dtype != jnp.float32 or w.dtype != jnp.float32:
+            raise TypeError(f"the handler takes float32 x and w, got {x.dtype} and {w.dtype}")
+        if x.ndim < 1 or w.shape != x.shape[-1:]:
+            raise ValueError(f"need x (..., d) and w (d,), got {x.shape} and {w.shape}")
+        return _rms_norm(x, w)
 
 
 def _forward(x, w):
     results = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape[:-1], x.dtype))
     call = jax.ffi.ffi_call(TARGETS["forward"], results, vmap_method="sequential")
+    x, w = _cpu_only_p.bind(x, w)
     return call(x, w, eps=np.float32(EPS))  # the attribute's type must match: Attr<float>
 
 
@@ -82,7 +116,7 @@ def _bwd(residuals, dy):
     x, w, r = residuals
     results = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(w.shape, w.dtype))
     call = jax.ffi.ffi_call(TARGETS["backward"], results, vmap_method="sequential")
-    return call(x, w, r, dy)
+    return call(*_cpu_only_p.bind(x, w, r, dy))
 
 
 _rms_norm.defvjp(_fwd, _bwd)

@@ -4,7 +4,9 @@ What it buys: control of the memory traffic. Each grid step loads a block of who
 computes the row statistic and the output from that block, and writes y and the inverse RMS
 r: one read of x and one write of y, whatever XLA would fuse. On a GPU or TPU this compiles
 to a kernel; on the CPU only the interpreter runs it (interpret=True), which is for testing:
-its timings say nothing about a kernel's speed.
+its timings say nothing about a kernel's speed. Which of the two is chosen per platform the
+program is lowered for (lax.platform_dependent), not by the default backend: on a machine with
+one GPU, the sharding tests run this rung on simulated CPU devices, interpreted.
 
 The backward pass is plain JAX from the saved r (a jax.custom_vjp: a pallas_call has no
 autodiff rule of its own). vmap works: pallas_call's batching rule adds a grid axis.
@@ -40,7 +42,8 @@ def _kernel(x_ref, w_ref, y_ref, r_ref):
 def _forward(x, w, block_rows):
     rows, d = x.shape
     row_block = pl.BlockSpec((block_rows, d), lambda i: (i, 0))
-    return pl.pallas_call(
+    call = functools.partial(
+        pl.pallas_call,
         _kernel,
         grid=(pl.cdiv(rows, block_rows),),  # a ragged last block: its extra rows are dropped
         in_specs=[row_block, pl.BlockSpec((1, d), lambda i: (0, 0))],
@@ -49,8 +52,13 @@ def _forward(x, w, block_rows):
             jax.ShapeDtypeStruct(x.shape, x.dtype),
             jax.ShapeDtypeStruct((rows, 1), x.dtype),
         ],
-        interpret=jax.default_backend() == "cpu",
-    )(x, w.reshape(1, d))
+    )
+    return jax.lax.platform_dependent(
+        x,
+        w.reshape(1, d),
+        cpu=call(interpret=True),
+        default=call(interpret=False),  # compiled, on a GPU or TPU
+    )
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))

@@ -9,6 +9,7 @@ import functools
 import importlib
 import re
 
+import devices
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +28,8 @@ NO_JVP = (TypeError, "can't apply forward-mode autodiff (jvp) to a custom_vjp fu
 BROADCAST = (ValueError, "Incompatible shapes for broadcasting")
 
 # rung: module, then one entry per transformation (jit and grad: every rung). grad2: grad of
-# grad; jvp: forward mode; sharding: rows sharded on 8 devices; bad_w: w of the wrong shape.
+# grad; jvp: forward mode; sharding: rows sharded on 8 devices (devices.py: the simulated CPU
+# devices where the default platform has fewer); bad_w: w of the wrong shape.
 SUPPORTS = {
     "reference": {"grad2": OK, "vmap": OK, "jvp": OK, "sharding": LOCAL, "bad_w": BROADCAST},
     "custom_vjp_rung": {
@@ -89,7 +91,13 @@ def rung(request):
     if request.param == "pallas_kernel":
         # Blocks of 8 rows: several grid steps at the tests' sizes, and a ragged last one at 4100.
         fn = functools.partial(fn, block_rows=8)
-    return request.param, fn
+    if request.param == "ffi_handler":
+        # Its handlers are CPU-only: where the default device is a GPU, its tests run (and
+        # jit) on the CPU; test_the_ffi_rung_refuses_clearly_... checks the other platforms.
+        with jax.default_device("cpu"):
+            yield request.param, fn
+        return
+    yield request.param, fn
 
 
 def case(rng, rows=32, d=64):
@@ -211,7 +219,9 @@ def test_sharded_rows(rung, rng):
     """8 devices, rows sharded: right values and gradients, and the collectives pinned."""
     name, fn = rung
     x, w, dy = case(rng)
-    mesh = jax.make_mesh((8,), ("rows",), axis_types=(AxisType.Auto,))
+    mesh = jax.make_mesh(
+        (8,), ("rows",), axis_types=(AxisType.Auto,), devices=devices.mesh_devices(8)
+    )
     with jax.set_mesh(mesh):
         x = jax.device_put(x, NamedSharding(mesh, P("rows", None)))
         dy = jax.device_put(dy, NamedSharding(mesh, P("rows", None)))
@@ -256,6 +266,72 @@ def test_the_ffi_handler_checks_shapes_itself(rng):
     """XLA checks only the element type: past the Python wrapper, the C++ must refuse."""
     import ffi_handler
 
-    x, w, _ = case(rng)
-    with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape("w must have shape (d,)")):
-        jax.block_until_ready(ffi_handler._forward(x, w[:-1]))
+    with jax.default_device("cpu"):  # the handler's one platform
+        x, w, _ = case(rng)
+        with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape("w must have shape (d,)")):
+            jax.block_until_ready(ffi_handler._forward(x, w[:-1]))
+
+
+# --- platforms: what runs where, on a machine whose default backend is not the CPU -----------
+
+
+def test_a_mesh_larger_than_the_default_platform_takes_the_simulated_cpu_devices(monkeypatch):
+    """One GPU and 8 simulated CPU devices: the 8-device mesh is the CPU devices'."""
+    cpus = jax.devices("cpu")
+    one_gpu = [type("Device", (), {"platform": "gpu"})()]
+    monkeypatch.setattr(jax, "devices", lambda backend=None: cpus if backend == "cpu" else one_gpu)
+    monkeypatch.setattr(devices, "SIMULATED_MESHES", {})
+    assert devices.mesh_devices(8) == cpus[:8]
+    assert devices.SIMULATED_MESHES == {"gpu": 1}
+    assert devices.mesh_devices(1) == one_gpu
+
+
+def test_the_pallas_rung_is_interpreted_wherever_it_is_lowered_for_the_cpu(monkeypatch, rng):
+    """The kernel is interpreted on the CPU whatever the default backend (a GPU runner
+    shards on simulated CPU devices): the choice is made per lowering platform."""
+    import pallas_kernel
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # a no-op on a GPU runner
+    on_cpu = jax.devices("cpu")[0]
+    x, w, dy = (jax.device_put(a, on_cpu) for a in case(rng, rows=24))  # three blocks of 8 rows
+    fn = functools.partial(pallas_kernel.rms_norm, block_rows=8)
+    assert_matches_oracle(fn, x, w, dy)
+
+
+def test_the_exported_artifact_serves_the_cpu_too(monkeypatch, rng):
+    """Exported for the default platform and the CPU, where a one-GPU runner's sharding
+    tests run (simulated devices)."""
+    import exported
+
+    monkeypatch.setattr(jax.export, "default_export_platform", lambda: "cuda")
+    artifact = jax.export.deserialize(exported.export_bytes(8))
+    assert artifact.platforms == ("cuda", "cpu")
+    x, w, _ = case(rng, rows=4, d=8)
+    oracle.assert_close(artifact.call(x, w), oracle.rms_norm(x, w))
+
+
+@pytest.mark.skipif(bool(FFI_MISSING), reason=f"FFI rung not built: {FFI_MISSING}")
+@pytest.mark.parametrize("platforms", [("cuda",), ("tpu",), ("cpu", "cuda")], ids=str)
+def test_the_ffi_rung_refuses_clearly_to_lower_where_its_handler_is_missing(platforms, rng):
+    """Its handlers are CPU-only: lowered for another platform, one clear refusal, not XLA's
+    "No FFI handler registered" at compile time."""
+    import ffi_handler
+
+    x, w, dy = case(rng, rows=8, d=8)
+    forward = jax.jit(ffi_handler.rms_norm).trace(x, w)
+    with pytest.raises(NotImplementedError, match="the FFI rung's handlers are CPU-only"):
+        forward.lower(lowering_platforms=platforms)
+    backward = jax.jit(jax.vjp(ffi_handler.rms_norm, x, w)[1]).trace(dy)
+    with pytest.raises(NotImplementedError, match="the FFI rung's handlers are CPU-only"):
+        backward.lower(lowering_platforms=platforms)
+
+
+@pytest.mark.skipif(bool(FFI_MISSING), reason=f"FFI rung not built: {FFI_MISSING}")
+def test_the_ffi_rung_runs_uncommitted_operands_on_the_cpu(rng):
+    import ffi_handler
+
+    x, w, _ = case(rng, rows=8, d=8)
+    cpu = jax.devices("cpu")[0]
+    y = ffi_handler.rms_norm(np.asarray(x), np.asarray(w))
+    assert y.devices() == {cpu}
+    oracle.assert_close(y, oracle.rms_norm(x, w))
