@@ -66,10 +66,27 @@ def {{ cookiecutter.op_name }}(
     handler computes in){% endif %}: the primitive raises TypeError at trace
     time otherwise (no implicit promotion or broadcasting).
     """
-    operands = [jnp.asarray(a) for a in (dl, d, du, x)]
+    operands = _varying_alike(*(jnp.asarray(a) for a in (dl, d, du, x)))
     primitive = {{ cookiecutter.op_name.title().replace("_", "") }}(*(jax.typeof(a) for a in operands))
     result: jax.Array = primitive(*operands)
     return result
+
+
+def _varying_alike(*operands: jax.Array) -> list[jax.Array]:
+    """The operands, each cast (jax.lax.pcast) to vary over every mesh axis
+    that any of them varies over inside shard_map, as JAX's own operations do
+    before they combine values. The result, typed like x, then varies over
+    all of them, and the cast's transpose sums a replicated operand's
+    cotangent over the devices: typed from x alone, an op of a replicated x
+    and sharded bands would claim a result that is the same on every device
+    (so a wrong out_specs=P() passes and returns one device's block) and give
+    x a gradient from one device only. Outside shard_map, a no-op."""
+    varying = [jax.typeof(a).manual_axis_type.varying for a in operands]
+    every = frozenset().union(*varying)
+    return [
+        jax.lax.pcast(a, tuple(sorted(every - v)), to="varying") if every - v else a
+        for a, v in zip(operands, varying, strict=True)
+    ]
 
 
 # The name each of the primitive's error messages starts with.
@@ -141,6 +158,14 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
         handled = ", ".join(ffi_target.DTYPES)
         raise TypeError(f"{_NAME}: the CPU handler computes in {handled}, got {x.dtype}")
 {%- endif %}
+    varying = {a.manual_axis_type.varying for a in (dl, d, du, x)}
+    if len(varying) > 1:
+        # What _varying_alike prevents, for a direct bind of the primitive.
+        raise TypeError(
+            f"{_NAME}: the operands vary over different mesh axes inside shard_map "
+            f"({', '.join(str(sorted(v)) for v in varying)}); cast them alike first "
+            "(jax.lax.pcast(..., to='varying'))"
+        )
     for name, aval in zip(("dl", "d", "du", "x"), (dl, d, du, x), strict=True):
         # Under an explicit mesh an aval names the mesh axes it is split over.
         # A split last axis would put a row's neighbours on other devices:
@@ -155,6 +180,7 @@ def _result_type(dl: Any, d: Any, du: Any, x: Any) -> jax.core.ShapedArray:
     # The result is typed like x: its sharding under an explicit mesh, and the
     # mesh axes it varies over inside shard_map (manual_axis_type), which
     # jax.grad and shard_map's out_specs check rely on; update keeps both.
+    # Every operand varies alike (checked above), so x's axes are all of them.
     return x.update(weak_type=False)
 
 

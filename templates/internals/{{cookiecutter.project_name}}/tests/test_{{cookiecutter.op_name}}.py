@@ -14,6 +14,7 @@ from jax import export
 {%- if cookiecutter.api == "hijax" %}
 from jax.experimental import hijax
 {%- endif %}
+from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 {%- if cookiecutter.api == "hijax" %}
 
@@ -232,6 +233,48 @@ def test_sharded_batch_needs_no_communication(rng):
         # The loss's sum is the only reduction across devices.
         assert "all-reduce" not in forward.lower(*sharded).compile().as_text()
     assert_close(out, matvec_f64(*args), VALUES)
+
+
+def _in_shard_map(fn, in_specs, out_specs):
+    mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Auto,), devices=mesh_devices(4))
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs))
+
+
+# x replicated (each device holds all of its 2 rows), the bands split over the 4
+# devices (2 rows each): the result differs per device, and x's gradient sums
+# every device's part. As one array: x tiled 4 times over the rows.
+MIXED = (P("x"), P("x"), P("x"), P())
+
+
+def _mixed_operands(rng):
+    dl, d, du, _ = operands(rng, (8, 16))
+    x = jnp.asarray(rng.standard_normal((2, 16)), jnp.float32)
+    return [dl, d, du, x], np.tile(np.asarray(x), (4, 1))
+
+
+def test_shard_map_with_a_replicated_operand_matches_the_oracle(rng):
+    args, x_tiled = _mixed_operands(rng)
+    out = _in_shard_map(matvec, MIXED, P("x"))(*args)
+    assert_close(out, matvec_f64(*args[:3], x_tiled), VALUES)
+
+    cotangent = jnp.asarray(rng.standard_normal((8, 16)), jnp.float32)
+
+    def loss(*a):
+        return jnp.sum(cotangent * _in_shard_map(matvec, MIXED, P("x"))(*a))
+
+    got = jax.jit(jax.grad(loss, argnums=ALL))(*args)
+    want = list(matvec_vjp_f64(*args[:3], x_tiled, cotangent))
+    want[3] = np.reshape(want[3], (4, 2, 16)).sum(axis=0)  # the 4 tiles' parts
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, GRADIENTS)
+
+
+def test_shard_map_refuses_a_replicated_out_spec_for_a_varying_result(rng):
+    """The result varies over "x" with the bands: out_specs=P() would return
+    one device's block as if it were all of it, and must be refused."""
+    args, _ = _mixed_operands(rng)
+    with pytest.raises(ValueError, match="out_specs"):
+        _in_shard_map(matvec, MIXED, P())(*args)
 
 
 @pytest.mark.parametrize(

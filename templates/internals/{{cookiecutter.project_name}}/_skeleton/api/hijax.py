@@ -47,10 +47,26 @@ if not hasattr(hijax, "HiPrim"):
 def {{ cookiecutter.op_name }}(x: jax.Array) -> jax.Array:
     """TODO: what your op computes, and what it refuses (the skeleton: x,
     unchanged; any float array)."""
-    operand = jnp.asarray(x)
+    (operand,) = _varying_alike(jnp.asarray(x))
     primitive = {{ cookiecutter.op_name.title().replace("_", "") }}(jax.typeof(operand))
     result: jax.Array = primitive(operand)
     return result
+
+
+def _varying_alike(*operands: jax.Array) -> list[jax.Array]:
+    """The operands, each cast (jax.lax.pcast) to vary over every mesh axis
+    that any of them varies over inside shard_map, as JAX's own operations do
+    before they combine values: the result, typed like x, then varies over
+    all of them, and the cast's transpose sums a replicated operand's
+    cotangent over the devices. Typed from one operand alone, the result of a
+    replicated operand and a sharded one would claim to be the same on every
+    device. Outside shard_map, a no-op. TODO: pass it every operand you add."""
+    varying = [jax.typeof(a).manual_axis_type.varying for a in operands]
+    every = frozenset().union(*varying)
+    return [
+        jax.lax.pcast(a, tuple(sorted(every - v)), to="varying") if every - v else a
+        for a, v in zip(operands, varying, strict=True)
+    ]
 
 
 # The name each of the primitive's error messages starts with.
