@@ -101,8 +101,11 @@ def main():
             export.deserialize(bytearray(blob))
         deserialize_ms = 1e3 * (time.perf_counter() - start) / 5
 
-        platform = jax.devices()[0].platform
-        print(f"jax {jax.__version__} on {platform}; {rounds} interleaved rounds per size")
+        # Where the artifact runs: the default device if it was exported for
+        # that platform, else a device of one it was (the CPU, for a CPU-only
+        # artifact on a GPU host). Both sides run there.
+        device = artifact.choose_device(loaded.exported.platforms, artifact.available_devices())
+        print(f"jax {jax.__version__} on {device.platform}; {rounds} interleaved rounds per size")
         print(
             f"artifact: {len(blob)} bytes, platforms {', '.join(artifact.PLATFORMS)}, "
             f"deserialize {deserialize_ms:.2f} ms"
@@ -110,7 +113,7 @@ def main():
         # What the artifact replaces: the model's own function, jitted, its weights
         # passed as arguments.
         original = jax.jit(lambda params, *inputs: exported_function(params)(*inputs))
-        params = init_params()
+        params = jax.device_put(init_params(), device)
         print(
             f"{'sizes':>12} {'artifact ms':>12} {'jit ms':>9} {'ratio':>7} {'ratio q1-q3':>12}"
             f" {'first result: artifact CPU ms':>30} {'jit CPU ms':>11}"
@@ -119,7 +122,7 @@ def main():
         for size in sizes:
             inputs = artifact.random_inputs(loaded.metadata, {% if seq %}batch=size[0], seq=size[1]{% else %}batch=size[0]{% endif %}, seed=0)
             # On the device already, so that both sides time the call, not a copy.
-            inputs = [jax.device_put(x) for x in inputs.values()]
+            inputs = [jax.device_put(x, device) for x in inputs.values()]
             t_artifact, t_original, ratios = compare(
                 lambda inputs=inputs: loaded(*inputs),
                 lambda inputs=inputs: original(params, *inputs),

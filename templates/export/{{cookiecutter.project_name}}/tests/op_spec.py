@@ -21,6 +21,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from {{ cookiecutter.package_name }} import artifact
@@ -107,6 +108,15 @@ def mostly_true(rng, shape):
     """A padding mask: mostly True, as in real batches."""
     return rng.random(shape) < 0.8
 {% endif %}
+
+# Where the tests call the artifact: the default device if it was exported
+# for that platform, else a device of one it was (a CPU-only artifact on a GPU
+# host: the CPU). Made JAX's default device, so that jax.jit of the artifact
+# on NumPy inputs, as the conformance cells call it, runs there too
+# (conftest's mesh_devices follows it). An artifact runs only on its platforms.
+DEVICE = artifact.choose_device(artifact.PLATFORMS, artifact.available_devices())
+if DEVICE != jax.devices()[0]:
+    jax.config.update("jax_default_device", DEVICE)
 
 PARAMS = init_params()
 with tempfile.TemporaryDirectory() as tmp:  # load reads the files whole

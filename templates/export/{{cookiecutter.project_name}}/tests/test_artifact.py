@@ -128,29 +128,91 @@ def test_platform_check_compares_canonical_names(device, canonical):
         assert artifact.platform_error(("cpu", "tpu"), device) is not None
 
 
-@pytest.mark.parametrize(
-    "exported_for, runs",
-    [(("cuda",), True), (("cpu", "cuda", "tpu"), True), (("cpu",), False), (("rocm",), False)],
-    ids=str,
-)
-def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs):
+# (what the artifact was exported for, where NumPy inputs run on an NVIDIA GPU
+# host: the GPU, the CPU, or nowhere)
+ON_A_GPU_HOST = [
+    (("cuda",), "gpu"),
+    (("cpu", "cuda", "tpu"), "gpu"),
+    (("cpu",), "cpu"),
+    (("rocm",), None),
+]
+
+
+@pytest.mark.parametrize("exported_for, runs_on", ON_A_GPU_HOST, ids=str)
+def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs_on):
     # Stands in for the Exported: its platforms, and a call whose result says it was made.
     stand_in = types.SimpleNamespace(platforms=exported_for, call=lambda *args: jnp.int32(7))
     metadata = {"inputs": artifact.input_metadata(), "constraints": list(artifact.CONSTRAINTS)}
     loaded = artifact.Artifact(stand_in, metadata)
     inputs = inputs_for(loaded, SIZES[1])
     # What JAX reports on an NVIDIA GPU: the device's platform is "gpu", the
-    # platform jax.export lowers for is "cuda".
+    # platform jax.export lowers for is "cuda"; jax.devices("cpu") is the CPU's.
     gpu = types.SimpleNamespace(platform="gpu", device_kind="NVIDIA H200", id=0)
-    monkeypatch.setattr(jax, "devices", lambda *args, **kwargs: [gpu])
+    cpu_devices = jax.devices("cpu")
+    monkeypatch.setattr(
+        jax, "devices", lambda backend=None: cpu_devices if backend == "cpu" else [gpu]
+    )
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
-    if runs:
-        assert loaded(*inputs.values()) == 7
+    if runs_on == "gpu":  # left where jax.jit puts NumPy inputs (here, the real CPU)
+        out = loaded(*inputs.values())
+        assert out == 7 and not out.committed
+    elif runs_on == "cpu":  # moved to the CPU device first, not refused
+        out = loaded(*inputs.values())
+        assert out == 7 and out.committed and out.devices() == {cpu_devices[0]}
     else:
-        wanted = f"exported for {', '.join(exported_for)}, not for cuda"
+        wanted = f"exported for {', '.join(exported_for)}, not for cuda or cpu"
         with pytest.raises(ValueError, match=wanted):
             loaded(*inputs.values())
+
+
+def fake_devices(platform, count):
+    return [types.SimpleNamespace(platform=platform, id=i) for i in range(count)]
+
+
+GPU_HOST = {"cuda": fake_devices("gpu", 2), "cpu": fake_devices("cpu", 8)}
+TPU_HOST = {"tpu": fake_devices("tpu", 4), "cpu": fake_devices("cpu", 1)}
+CPU_HOST = {"cpu": fake_devices("cpu", 8)}
+
+
+@pytest.mark.parametrize(
+    "exported_for, devices, chosen",
+    [
+        (("cpu",), GPU_HOST, GPU_HOST["cpu"][0]),
+        (("cpu", "cuda", "tpu"), GPU_HOST, GPU_HOST["cuda"][0]),
+        (("cuda",), GPU_HOST, GPU_HOST["cuda"][0]),
+        (("cpu", "cuda", "tpu"), TPU_HOST, TPU_HOST["tpu"][0]),
+        (("cpu", "cuda"), TPU_HOST, TPU_HOST["cpu"][0]),
+        (("cpu",), CPU_HOST, CPU_HOST["cpu"][0]),
+        (("cpu",), {"cuda": [], "cpu": CPU_HOST["cpu"]}, CPU_HOST["cpu"][0]),
+    ],
+    ids=["cpu-gpu-host", "all-gpu-host", "cuda-gpu-host", "all-tpu-host", "cpu-cuda-tpu-host"]
+    + ["cpu-cpu-host", "cpu-no-gpu-devices"],
+)
+def test_the_device_is_the_first_of_a_platform_the_artifact_has(exported_for, devices, chosen):
+    # A pure choice: fake devices, no JAX. The default backend's come first.
+    assert artifact.choose_device(exported_for, devices) is chosen
+
+
+@pytest.mark.parametrize(
+    "exported_for, devices, message",
+    [
+        (("rocm",), GPU_HOST, "exported for rocm, not for cuda or cpu; re-export it with cuda"),
+        (("cuda",), CPU_HOST, "exported for cuda, not for cpu; re-export it with cpu"),
+        (("cuda", "tpu"), {"cpu": []}, "exported for cuda, tpu, not for any platform here"),
+    ],
+    ids=["rocm-gpu-host", "cuda-cpu-host", "no-devices"],
+)
+def test_no_device_for_the_artifact_is_a_clear_error(exported_for, devices, message):
+    with pytest.raises(ValueError, match=message):
+        artifact.choose_device(exported_for, devices)
+
+
+def test_available_devices_put_the_default_platform_first():
+    devices = artifact.available_devices()
+    assert next(iter(devices)) == export.default_export_platform()
+    assert devices[export.default_export_platform()] == jax.devices()
+    assert devices["cpu"] == jax.devices("cpu")
 
 
 def test_inputs_are_checked_once_per_signature(loaded, monkeypatch):
@@ -192,21 +254,35 @@ def test_checked_signatures_are_bounded(loaded, monkeypatch):
 
 def test_cpu_inputs_run_on_a_simulated_gpu_host(loaded, monkeypatch):
     # On a GPU host the default platform is cuda, but inputs committed to the
-    # CPU run on the CPU: what decides is where the inputs are.
+    # CPU run on the CPU, on the very device they are on: what decides is
+    # where the inputs are.
     inputs = inputs_for(loaded, SIZES[1])
     want = loaded(*inputs.values())
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
-    cpu = jax.devices("cpu")[0]
+    cpu = jax.devices("cpu")[-1]  # not the first: committed inputs are not moved
     on_cpu = [jax.device_put(x, cpu) for x in inputs.values()]
-    assert_close(artifact.Artifact(loaded.exported, loaded.metadata)(*on_cpu), want, EXACT)
-    # Uncommitted inputs (NumPy arrays) would go to the default device, the GPU.
+    got = artifact.Artifact(loaded.exported, loaded.metadata)(*on_cpu)
+    assert_close(got, want, EXACT)
+    assert got.devices() == {cpu}
+    # Uncommitted inputs (NumPy arrays) would go to the default device, the
+    # GPU: a CPU-only artifact moves them to the CPU instead of failing there.
     fresh = artifact.Artifact(loaded.exported, loaded.metadata)
-    if "cuda" in loaded.exported.platforms:
-        assert_close(fresh(*inputs.values()), want, EXACT)
-    else:
-        with pytest.raises(ValueError, match="exported for cpu, not for cuda"):
-            fresh(*inputs.values())
+    got = fresh(*inputs.values())
+    assert_close(got, want, EXACT)
+    if "cuda" not in loaded.exported.platforms and jax.config.jax_default_device is None:
+        assert got.devices() == {jax.devices("cpu")[0]} and got.committed
+
+
+def test_jit_on_a_platform_the_artifact_lacks_is_refused(foreign):
+    # Under jit the inputs are traced: where the call runs is decided when
+    # the enclosing program is lowered, and Exported.call refuses a platform
+    # the artifact lacks, naming both.
+    (platform,) = foreign.exported.platforms
+    here = export.default_export_platform()
+    wanted = rf"exported for platforms '\('{platform}',\)' but it is used on '\('{here}',\)'"
+    with pytest.raises(ValueError, match=wanted):
+        jax.jit(foreign)(*inputs_for(foreign, SIZES[1]).values())
 
 
 def test_called_inside_another_export(loaded):

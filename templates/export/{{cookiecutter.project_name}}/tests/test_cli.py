@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -49,6 +50,15 @@ def test_export_then_run_in_a_fresh_process(exported, tmp_path):
 def test_run_with_random_inputs(exported, capsys):
     # In this process: the fresh process is the test above's.
     assert main(["run", str(exported / "model.jax"), "--batch", "5"]) == 0
+    assert "output: shape (5," in capsys.readouterr().out
+
+
+def test_run_on_a_simulated_gpu_host(exported, monkeypatch, capsys):
+    # On a GPU host the default platform is cuda: NumPy inputs would run there.
+    # An artifact without cuda runs them on a device of a platform it has
+    # (the CPU) instead of failing (exit status 2).
+    monkeypatch.setattr(jax.export, "default_export_platform", lambda: "cuda")
+    assert main(["run", str(exported / "model.jax"), "--batch", "5"]) == 0, capsys.readouterr().err
     assert "output: shape (5," in capsys.readouterr().out
 
 

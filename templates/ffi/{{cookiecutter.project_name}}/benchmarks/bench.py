@@ -22,24 +22,28 @@ the frees would charge the FFI side alone.
 
 Bandwidth: the bytes the op must move at least (read x, write y; the
 backward also reads x and the cotangent and writes dx) over its time, as a
-fraction of what a NumPy copy of the same bytes reaches, timed in the same
-alternation as the two ops (one thread):
+fraction of what a copy of x reaches on the op's device. The copies are
+jitted XLA programs on the device that holds x (the first of jax.devices():
+a GPU where there is one), timed exactly like the two ops, in the same
+alternation (warm-up, block_until_ready, median):
 
-- "of copy": a copy into memory already in use (no page faults), about what
-  this machine's memory can stream;
-- "of fresh": a copy into a newly allocated array, as the op itself must
-  write: the kernel zeroes each fresh page on its first write (NumPy, like
-  this handler, asks for transparent huge pages for large arrays).
+- "of copy": a copy into a buffer already in use (donated to the copy, so
+  XLA writes into it: no allocation, no page faults), about what the
+  device's memory can stream;
+- "of fresh": a copy into a fresh output that XLA allocates, as it does the
+  op's own output.
 
-A row-wise op like this one is usually memory-bound, so these fractions, not FLOPs, say how
-much is left to gain. For XLA itself, "jit copy" times jax.jit(lambda x: 2 * x):
-one read and one write per element into XLA's own fresh output.
+A row-wise op like this one is usually memory-bound, so these fractions, not
+FLOPs, say how much is left to gain. On a CPU device the line under each row
+also gives two one-thread NumPy copies of the same bytes (into memory in use,
+and into a new array, for which NumPy asks for transparent huge pages), the
+host's streaming limit the README's measurements quote.
 
-Much of the time for 64 MB of fresh output is the kernel's page faults: the
-handler asks for huge pages on its output and pre-faults it (see
-csrc/huge_pages.h), while XLA's buffers take 4 KiB faults unless
-GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (on Linux with glibc) asks for huge
-pages for them too.
+Much of the time for 64 MB of fresh output on a CPU is the kernel's page
+faults: the handler asks for huge pages on its output and pre-faults it (see
+csrc/huge_pages.h), while XLA's buffers, the fresh copy's included, take 4 KiB
+faults unless GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (on Linux with glibc) asks
+for huge pages for them too.
 """
 
 import argparse
@@ -53,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from {{ cookiecutter.package_name }} import cuda_available
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as op
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference as reference
 
@@ -92,8 +97,29 @@ def median_seconds(fns, args, repeats):
     return [statistics.median(t) for t in times]
 
 
-def copies(nbytes):
-    """Two NumPy copies of nbytes: into memory in use, and into a fresh array."""
+def copies(x):
+    """Two jitted copies of x on x's device, timed like the op (each takes the
+    op's operands and copies the first): into a buffer already in use, and into
+    a fresh output."""
+    fresh = jax.jit(lambda src: src * 1)  # a multiply, so never elided: a new buffer
+    # Donating the buffer lets XLA write the copy into it (keep_unused keeps the
+    # unread argument, so that it can be donated).
+    into = jax.jit(lambda src, dst: src * 1, donate_argnums=1, keep_unused=True)
+    used = [fresh(x)]  # written once here, so later copies into it take no faults
+
+    def copy_into_used(src, *_):
+        used[0] = into(src, used[0])
+        return used[0]
+
+    def copy_into_fresh(src, *_):
+        return fresh(src)
+
+    return [copy_into_used, copy_into_fresh]
+
+
+def host_copies(nbytes):
+    """Two one-thread NumPy copies of nbytes on the host: into memory in use,
+    and into a fresh array."""
     src = np.ones(nbytes // 4, np.float32)
     dst = np.zeros_like(src)  # written once here, so copies into it take no page faults
 
@@ -112,6 +138,19 @@ def max_error(got, want):
     return max(float(np.max(np.abs(a - b))) for a, b in zip(got, want, strict=True))
 
 
+def bench_device(first, cuda):
+    """Where to measure: first (jax.devices()[0]) where this build has a handler
+    for its platform (the CPU's always, a GPU's if cuda), else the first CPU: a
+    build without the CUDA handler is measured on the CPU of a GPU machine."""
+    handled = {"cpu", "gpu"} if cuda else {"cpu"}
+    return first if first.platform in handled else jax.devices("cpu")[0]
+
+
+def operands(rng, shape, dtype, device):
+    """x and a cotangent g on device, where the op and the copies then run."""
+    return [jax.device_put(jnp.asarray(rng.standard_normal(shape), dtype), device) for _ in "xg"]
+
+
 def cases(x, g, nbytes):
     """(name, FFI side, reference side, operands, bytes moved at least) per pass."""
     return [
@@ -120,20 +159,19 @@ def cases(x, g, nbytes):
     ]
 
 
-def sweep(rows_list, cols, dtype, repeats, rng):
+def sweep(rows_list, cols, dtype, repeats, rng, device):
     """Times of both sides over row counts: {pass: (rows, ffi s, ref s, bytes moved)}."""
     measured = {}
     for rows in rows_list:
         nbytes = rows * cols * dtype.itemsize
-        x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
-        g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
-        for name, ffi, ref, operands, moved in cases(x, g, nbytes):
-            t_ffi, t_ref = median_seconds([ffi, ref], operands, repeats)
+        x, g = operands(rng, (rows, cols), dtype, device)
+        for name, ffi, ref, inputs, moved in cases(x, g, nbytes):
+            t_ffi, t_ref = median_seconds([ffi, ref], inputs, repeats)
             measured.setdefault(name, []).append((rows, t_ffi, t_ref, moved))
     return measured
 
 
-def draw(path, measured, cols, dtype, bandwidth):
+def draw(path, measured, cols, dtype, bandwidth, note):
     """Time against rows per pass: the FFI handler, jax.jit(reference), and the
     roofline (bytes moved over a jitted copy's bandwidth), dashed."""
     titles = {
@@ -160,7 +198,7 @@ def draw(path, measured, cols, dtype, bandwidth):
                 },
             )
         )
-    plot.write_plot(path, panels, note=plot.machine())
+    plot.write_plot(path, panels, note=note)
 
 
 def main():
@@ -180,48 +218,61 @@ def main():
     repeats = 3 if args.quick else args.repeats
     dtype = jnp.dtype(args.dtype)
 
-    device = jax.devices()[0]
+    first = jax.devices()[0]
+    device = bench_device(first, cuda_available())
+    if device != first:
+        print(f"this build has no handler for {first.platform}: measuring on {device}")
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     print(
-        f"jax {jax.__version__} on {device.platform} ({os.cpu_count()} CPUs), {dtype.name}, "
-        f"median of {repeats} runs" + (f", GLIBC_TUNABLES={tunables}" if tunables else "")
+        f"jax {jax.__version__} on {device.platform} ({device.device_kind}; "
+        f"{os.cpu_count()} host CPUs), {dtype.name}, median of {repeats} runs"
+        + (f", GLIBC_TUNABLES={tunables}" if tunables else "")
     )
     print(
         f"{'rows x cols':>12} {'pass':>9} {'ffi ms':>8} {'ref ms':>8} {'speed-up':>8} "
         f"{'ffi GB/s':>8} {'of copy':>8} {'of fresh':>8} {'ref GB/s':>8} {'max |diff|':>10}"
     )
     rng = np.random.default_rng(0)
-    jit_copy = jax.jit(lambda x: 2 * x)
     for rows, cols in sizes:
         nbytes = rows * cols * dtype.itemsize
-        x = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
-        g = jnp.asarray(rng.standard_normal((rows, cols)), dtype)
-        for name, ffi, ref, operands, moved in cases(x, g, nbytes):
-            error = max_error(ffi(*operands), ref(*operands))
+        x, g = operands(rng, (rows, cols), dtype, device)
+        for name, ffi, ref, inputs, moved in cases(x, g, nbytes):
+            error = max_error(ffi(*inputs), ref(*inputs))
             # Both ops and the copies, in one alternation: a shared machine's
             # drift hits all of them alike.
-            t_ffi, t_ref, t_used, t_fresh, t_jit = median_seconds(
-                [ffi, ref, *copies(nbytes), lambda x, *_: jit_copy(x)], operands, repeats
-            )
-            used, fresh, xla_copy = (2 * nbytes / t for t in (t_used, t_fresh, t_jit))
+            host = host_copies(nbytes) if device.platform == "cpu" else []
+            t_ffi, t_ref, *t_copies = median_seconds([ffi, ref, *copies(x), *host], inputs, repeats)
+            used, fresh, *numpy = (2 * nbytes / t for t in t_copies)
             print(
                 f"{f'{rows} x {cols}':>12} {name:>9} {1e3 * t_ffi:>8.2f} {1e3 * t_ref:>8.2f} "
                 f"{t_ref / t_ffi:>7.2f}x {moved / t_ffi / 1e9:>8.1f} {moved / t_ffi / used:>8.0%} "
                 f"{moved / t_ffi / fresh:>8.0%} {moved / t_ref / 1e9:>8.1f} {error:>10.2e}"
             )
             print(
-                f"{'':>12} {'copies':>9}  GB/s: {used / 1e9:.1f} into used memory, "
-                f"{fresh / 1e9:.1f} into a fresh array, {xla_copy / 1e9:.1f} jit copy"
+                f"{'':>12} {'copies':>9}  GB/s, jitted on {device.platform}: {used / 1e9:.1f} "
+                f"into a buffer in use (of copy), {fresh / 1e9:.1f} into a fresh output (of fresh)"
+                + (
+                    f"; host NumPy: {numpy[0] / 1e9:.1f} into memory in use, "
+                    f"{numpy[1] / 1e9:.1f} into a fresh array"
+                    if numpy
+                    else ""
+                )
             )
     print("speed-up: reference time / FFI time (above 1 means the FFI handler is faster)")
+    print(
+        "of copy, of fresh: the FFI handler's bytes moved per second over a jitted copy's "
+        f"(read + write) on the same {device.platform} device"
+    )
     if args.plot:
         cols, rows_list = (
             (QUICK_PLOT_COLS, QUICK_PLOT_ROWS) if args.quick else (PLOT_COLS, PLOT_ROWS)
         )
-        measured = sweep(rows_list, cols, dtype, repeats, rng)
+        measured = sweep(rows_list, cols, dtype, repeats, rng, device)
         quick_copy = {"megabytes": 8, "repeats": 5} if args.quick else {}
-        bandwidth = plot.copy_bandwidth(**quick_copy)
-        draw(args.plot, measured, cols, dtype, bandwidth)
+        with jax.default_device(device):  # the roofline's copy, on the op's device
+            bandwidth = plot.copy_bandwidth(**quick_copy)
+        note = plot.machine() + ("" if device == first else f"; measured on {device}")
+        draw(args.plot, measured, cols, dtype, bandwidth, note)
         print(f"plot: {args.plot} (rows {', '.join(map(str, rows_list))} of {cols} elements)")
 
 

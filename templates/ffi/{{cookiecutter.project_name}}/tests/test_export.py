@@ -1,13 +1,19 @@
 """jax.export of a function that calls the handler: it exports only with the
 custom-call safety check disabled, and round-trips through serialization in
-a process where the target is registered (this one)."""
+a process where the target is registered (this one).
+
+An artifact runs only on the platforms it was exported for, and export's
+default is the default backend's (CUDA on a GPU machine), while these tests
+keep their arrays on the CPU (conftest.py). So each test names its platforms
+(EXPORT_PLATFORMS{% if cookiecutter.cuda == "yes" %}: the CPU and CUDA, which lowers on any machine{% endif %}) and calls
+the artifact on a device of each of them that this machine has (DEVICES)."""
 
 import jax
 import jax.numpy as jnp
 import pytest
 from jax import export
 
-from {{ cookiecutter.package_name }} import BACKWARD, FORWARD
+from {{ cookiecutter.package_name }} import BACKWARD, FORWARD{% if cookiecutter.cuda == "yes" %}, cuda_available{% endif %}
 
 from compare import assert_close
 from conformance import vjp_oracle
@@ -15,6 +21,38 @@ from op_spec import SPEC
 
 op = SPEC.op
 VALUES, GRADIENTS = SPEC.tolerance, SPEC.gradient_tolerance
+
+# The platforms the handlers exist for, as jax.export names them ("cuda",
+# where a JAX device says "gpu").
+EXPORT_PLATFORMS = ({% if cookiecutter.cuda == "yes" %}"cpu", "cuda"{% else %}"cpu",{% endif %})
+EXPORT_NAME = {"gpu": "cuda"}
+
+
+def export_platform(device):
+    """The name jax.export gives a device's platform."""
+    return EXPORT_NAME.get(device.platform, device.platform)
+
+
+def devices():
+    """One device per platform in EXPORT_PLATFORMS that this machine can run
+    the handler on: the CPU always{% if cookiecutter.cuda == "yes" %}; a GPU where there is one and the
+    extension was built with its CUDA handler{% endif %}."""
+    found = [jax.devices("cpu")[0]]
+{%- if cookiecutter.cuda == "yes" %}
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # no GPU backend
+        gpus = []
+    if gpus and cuda_available():
+        found.append(gpus[0])
+{%- endif %}
+    return found
+
+
+DEVICES = devices()
+on_each_device = pytest.mark.parametrize(
+    "device", DEVICES, ids=[export_platform(d) for d in DEVICES]
+)
 
 
 def model(x):
@@ -24,25 +62,42 @@ def model(x):
 def test_export_refuses_the_custom_call_by_default(rng):
     x = jnp.asarray(rng.standard_normal((4, 8)), jnp.float32)
     with pytest.raises(ValueError, match="custom call"):
-        export.export(jax.jit(model))(x)
+        export.export(jax.jit(model), platforms=EXPORT_PLATFORMS)(x)
 
 
-def test_export_round_trip(rng):
-    x = jnp.asarray(rng.standard_normal((4, 8)), jnp.float32)
+def test_each_device_is_of_an_exported_platform():
+    assert {export_platform(d) for d in DEVICES} <= set(EXPORT_PLATFORMS)
+
+
+@on_each_device
+def test_export_round_trip(rng, device):
+    x = jax.device_put(jnp.asarray(rng.standard_normal((4, 8)), jnp.float32), device)
+    # Exported from the shape alone, and called on x where it lies.
     exported = export.export(
-        jax.jit(model), disabled_checks=[export.DisabledSafetyCheck.custom_call(FORWARD)]
-    )(x)
+        jax.jit(model),
+        platforms=EXPORT_PLATFORMS,
+        disabled_checks=[export.DisabledSafetyCheck.custom_call(FORWARD)],
+    )(jax.ShapeDtypeStruct(x.shape, x.dtype))
+    assert exported.platforms == EXPORT_PLATFORMS
     assert FORWARD in exported.mlir_module()
     restored = export.deserialize(exported.serialize())
-    assert_close(restored.call(x), jax.jit(model)(x), VALUES)  # the same program
+    got = restored.call(x)
+    assert got.devices() == {device}
+    assert_close(got, jax.jit(model)(x), VALUES)  # the same program
 
 
-def test_export_with_its_gradient(rng):
+@on_each_device
+def test_export_with_its_gradient(rng, device):
     # vjp_order=1 serializes the backward too, so both targets must be allowed.
-    x = jnp.asarray(rng.standard_normal((4, 8)), jnp.float64)
-    cotangent = jnp.asarray(rng.standard_normal((4, 8)), jnp.float64)
+    x = jax.device_put(jnp.asarray(rng.standard_normal((4, 8)), jnp.float64), device)
+    cotangent = jax.device_put(jnp.asarray(rng.standard_normal((4, 8)), jnp.float64), device)
     checks = [export.DisabledSafetyCheck.custom_call(name) for name in (FORWARD, BACKWARD)]
-    exported = export.export(jax.jit(op), disabled_checks=checks)(x)
+    # Exported from the shape alone: the artifact records no device (from x
+    # itself, committed to its device, serialize(vjp_order=1) fails on
+    # JAX 0.12 with "got an empty NamedSharding").
+    spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    exported = export.export(jax.jit(op), platforms=EXPORT_PLATFORMS, disabled_checks=checks)(spec)
     restored = export.deserialize(exported.serialize(vjp_order=1))
     got = jax.grad(lambda x: jnp.sum(cotangent * restored.call(x)))(x)
+    assert got.devices() == {device}
     assert_close(got, vjp_oracle(SPEC, [x], [cotangent])[0], GRADIENTS)

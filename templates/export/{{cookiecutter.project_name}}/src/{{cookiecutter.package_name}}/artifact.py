@@ -16,7 +16,7 @@ import operator
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
@@ -157,20 +157,28 @@ def platform_error(exported_platforms: Sequence[str], platform: str) -> str | No
     )
 
 
-def check_platform(exported_platforms: Sequence[str], args: Sequence[ArrayLike]) -> None:
-    """Refuse inputs that jax.jit would run on a platform the artifact lacks.
+def check_platform(
+    exported_platforms: Sequence[str], args: Sequence[ArrayLike]
+) -> jax.Device | None:
+    """Refuse inputs that jax.jit would run on a platform the artifact lacks,
+    or say where else to run them: None to run them where jax.jit puts them,
+    or the device to move them to first.
 
     Inputs committed to a device (by jax.device_put, or computed from
     committed inputs) run on that device's platform: a CPU array on a GPU host
-    runs on the CPU. Uncommitted ones (NumPy arrays, Python scalars) run on
-    the default device."""
+    runs on the CPU, and a GPU array is refused by a CPU-only artifact.
+    Uncommitted ones (NumPy arrays, Python scalars) would run on the default
+    device: where the artifact lacks its platform, they go to a device of one
+    it has instead (choose_device: a CPU-only artifact on a GPU host runs on
+    the CPU)."""
     platforms: set[str] = set()
     for arg in args:
         if isinstance(arg, jax.core.Tracer):
             # Traced (under jit, vmap, grad or another export): the platforms
             # are chosen when the enclosing computation is lowered, perhaps
-            # several at once, and Exported.call checks each of them then.
-            return
+            # several at once, and Exported.call checks each of them then
+            # ("exported for platforms ... but it is used on ...").
+            return None
         if isinstance(arg, jax.Array) and arg.committed:
             # A device's own name: "gpu" on NVIDIA and AMD GPUs alike.
             platforms.update(device.platform for device in arg.devices())
@@ -178,14 +186,48 @@ def check_platform(exported_platforms: Sequence[str], args: Sequence[ArrayLike])
         if jax.config.jax_default_device is not None:
             # jax.default_device chose the device: rather than repeat how
             # jax.jit reads that setting, leave the check to Exported.call.
-            return
+            return None
         # The canonical name ("cuda"), as the artifact records it; not
         # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
         platforms = {export.default_export_platform()}
+        if any(platform_error(exported_platforms, p) for p in platforms):
+            return choose_device(exported_platforms, available_devices())
+        return None
     # Inputs on two platforms are refused by jax.jit itself.
     for platform in sorted(platforms):
         if error := platform_error(exported_platforms, platform):
             raise ValueError(error)
+    return None
+
+
+def available_devices() -> dict[str, list[jax.Device]]:
+    """This process's devices by canonical platform name, in order of
+    preference: the default backend's first, then the CPU's (which every JAX
+    has, unless JAX_PLATFORMS leaves it out)."""
+    devices = {export.default_export_platform(): list(jax.devices())}
+    if "cpu" not in devices:
+        try:
+            devices["cpu"] = list(jax.devices("cpu"))
+        except RuntimeError:  # JAX_PLATFORMS without cpu
+            pass
+    return devices
+
+
+def choose_device(exported_platforms: Sequence[str], devices: Mapping[str, Sequence[Any]]) -> Any:
+    """Where to run an artifact exported for `exported_platforms`: the first
+    device of the first platform in `devices` (canonical name -> devices, in
+    order of preference, as available_devices gives them) that the artifact
+    was exported for. A ValueError that says what to re-export when there is
+    none."""
+    for platform, candidates in devices.items():
+        if platform in exported_platforms and candidates:
+            return candidates[0]
+    here = [platform for platform, candidates in devices.items() if candidates]
+    wanted = here[0] if here else "this process's platform"
+    raise ValueError(
+        f"this artifact was exported for {', '.join(exported_platforms)}, not for "
+        f"{' or '.join(here) or 'any platform here'}; re-export it with {wanted} in its platforms"
+    )
 
 
 class Artifact:
@@ -197,7 +239,9 @@ class Artifact:
     CHECKED_SIGNATURES most recently used signatures cost a dict lookup.
     (Sharding is not part of the signature: the checks do not depend on it,
     and jax.jit keys its own cache on it.) The platform check depends on the
-    devices the inputs are on, so it runs on every call (check_platform).
+    devices the inputs are on, so it runs on every call (check_platform); it
+    moves inputs that would run on a platform the artifact lacks to one it
+    has (a CPU-only artifact on a GPU host runs on the CPU).
     The call (composable_call:
     exported.call with vmap, grad and shard_map rules) is wrapped in jax.jit:
     called bare, it traces the artifact's call again on every call,
@@ -227,7 +271,12 @@ class Artifact:
             self._checked[signature] = None
             if len(self._checked) > CHECKED_SIGNATURES:
                 self._checked.popitem(last=False)  # the least recently used
-        check_platform(self.exported.platforms, args)
+        if (device := check_platform(self.exported.platforms, args)) is not None:
+            # Not where jax.jit would put them (the default device): where the
+            # artifact runs. Lists become arrays first: device_put would take
+            # a list for a tree of scalars.
+            arrays = [a if isinstance(a, jax.Array) else np.asarray(a) for a in args]
+            args = tuple(jax.device_put(arrays, device))
         # Exported.call is unannotated in JAX; the model returns one array.
         output: jax.Array = self._call(*args)
         return output

@@ -15,6 +15,15 @@ import jax.numpy as jnp
 # The model's weights by name: what init_params returns and {{ op }} takes.
 type Params = dict[str, jax.Array]
 
+# The precision to give every float32 matmul of your model (and so of the
+# artifact: it is baked into the exported StableHLO), e.g.
+# jnp.matmul(a, b, precision=MATMUL_PRECISION). Unless a program asks, the
+# platform chooses: on NVIDIA GPUs XLA's float32 default is TensorFloat-32
+# (about 1e4 float32 ulps off), on CPUs full float32. HIGHEST computes in
+# float32 everywhere, so the CPU tests check the numbers a GPU gives (see the
+# README; tests/test_conformance.py holds every float32 matmul to it).
+MATMUL_PRECISION = jax.lax.Precision.HIGHEST
+
 FEATURES = 16  # static: part of the artifact's input signature
 
 
@@ -44,12 +53,26 @@ Replace init_params with loading your trained weights and {{ op }} with your
 model; keep {{ op }} a pure function of (params, inputs).
 """
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 # The model's weights by name: what init_params returns and {{ op }} takes.
 type Params = dict[str, jax.Array]
+
+# The precision of every float32 matmul of the model, and so of the artifact
+# (it is baked into the exported StableHLO). Unless a program asks, the
+# platform chooses: on NVIDIA GPUs XLA's float32 default is TensorFloat-32
+# (10-bit mantissa products, about 1e4 float32 ulps off), on CPUs full
+# float32. HIGHEST computes in float32 everywhere, so the CPU tests check
+# the numbers a GPU gives. For speed, choose DEFAULT (TF32 on a GPU) and
+# declare it in tests/op_spec.py (OpSpec.matmul_inputs), which widens the
+# tests' tolerance on that platform; see the README.
+MATMUL_PRECISION = jax.lax.Precision.HIGHEST
+_matmul = partial(jnp.matmul, precision=MATMUL_PRECISION)
+_einsum = partial(jnp.einsum, precision=MATMUL_PRECISION)
 
 FEATURES = 16  # static: part of the artifact's input signature
 HIDDEN = 32
@@ -86,8 +109,8 @@ def {{ op }}(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
     mask is all False pools nothing: its logits are b_out.
     """
     seq = x.shape[1]  # symbolic when exported: jnp code must not branch on it
-    h = jnp.tanh(x @ params["w_in"] + params["b_in"] + params["position"][:seq])
-    scores = jnp.where(mask, h @ params["query"], -jnp.inf)
+    h = jnp.tanh(_matmul(x, params["w_in"]) + params["b_in"] + params["position"][:seq])
+    scores = jnp.where(mask, _matmul(h, params["query"]), -jnp.inf)
     any_token = jnp.any(mask, axis=1, keepdims=True)
     # Double where: an all-masked row would give softmax(-inf, ...) = NaN. The
     # second where alone would keep that NaN out of the value and the gradient,
@@ -95,13 +118,13 @@ def {{ op }}(params: Params, x: jax.Array, mask: jax.Array) -> jax.Array:
     # feed such rows zeros, so no NaN is computed, then zero their weights.
     weights = jax.nn.softmax(jnp.where(any_token, scores, 0.0), axis=1)
     weights = jnp.where(mask, weights, 0.0)
-    pooled = jnp.einsum("bs,bsh->bh", weights, h)
-    return pooled @ params["w_out"] + params["b_out"]
+    pooled = _einsum("bs,bsh->bh", weights, h)
+    return _matmul(pooled, params["w_out"]) + params["b_out"]
 {% else %}
 
 def {{ op }}(params: Params, x: jax.Array) -> jax.Array:
     """Two-layer MLP classifier: x (batch, FEATURES) float32 -> logits (batch, CLASSES)."""
-    h = jnp.tanh(x @ params["w_in"] + params["b_in"])
-    return h @ params["w_out"] + params["b_out"]
+    h = jnp.tanh(_matmul(x, params["w_in"]) + params["b_in"])
+    return _matmul(h, params["w_out"]) + params["b_out"]
 {% endif -%}
 {% endif -%}

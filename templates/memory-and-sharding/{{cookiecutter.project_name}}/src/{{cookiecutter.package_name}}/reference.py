@@ -14,12 +14,14 @@ import jax
 import jax.numpy as jnp
 {%- endif %}
 
+from .{{ op }} import matmul  # float32 matmuls at MATMUL_PRECISION (HIGHEST)
+
 
 def reference_{{ op }}(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
     """The block's branch: the model is ``h <- h + branch(h, *weights)``, block
     by block, on h (batch, d)."""
 {%- if cookiecutter.example != "none" %}
-    return jnp.tanh(h @ w_in) @ w_out
+    return matmul(jnp.tanh(matmul(h, w_in)), w_out)
 {%- else %}
-    return h @ w_in @ w_out  # TODO: your block's branch
+    return matmul(matmul(h, w_in), w_out)  # TODO: your block's branch
 {%- endif %}

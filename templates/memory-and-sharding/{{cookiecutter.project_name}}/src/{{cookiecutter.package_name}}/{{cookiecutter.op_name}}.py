@@ -20,10 +20,21 @@ what is declared here.
 """
 {%- endif %}
 
+from functools import partial
+
 import jax
-{%- if cookiecutter.example != "none" %}
 import jax.numpy as jnp
-{%- endif %}
+
+# The precision of every float32 matmul of the block and of its reference
+# (reference.py uses it too). Unless a program asks, the platform chooses: on
+# NVIDIA GPUs XLA's float32 default is TensorFloat-32 (10-bit mantissa
+# products, about 1e4 float32 ulps off), on CPUs full float32. HIGHEST
+# computes in float32 everywhere, so the CPU tests check the numbers a GPU
+# gives. For speed, choose DEFAULT (TF32 on a GPU) and declare it in
+# tests/op_spec.py (OpSpec.matmul_inputs), which widens the tests' tolerance
+# on that platform; see the README.
+MATMUL_PRECISION = jax.lax.Precision.HIGHEST
+matmul = partial(jnp.matmul, precision=MATMUL_PRECISION)
 
 # One block's weights, in the order {{ op }} takes them, each with its axes by
 # name: "d" is the width of h (the features of x and y); every other name is a
@@ -45,8 +56,8 @@ def {{ op }}(h: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
     over "model": the model-split axis must enter linearly at the end (split
     the first matmul by columns, the last by rows, elementwise between)."""
 {%- if cookiecutter.example != "none" %}
-    return jnp.tanh(h @ w_in) @ w_out
+    return matmul(jnp.tanh(matmul(h, w_in)), w_out)
 {%- else %}
     # TODO: your block's branch; a linear block to start from (no activation).
-    return h @ w_in @ w_out
+    return matmul(matmul(h, w_in), w_out)
 {%- endif %}
