@@ -105,6 +105,10 @@ BENCH_SIZES = [
     {"n": 4096, "m": 4096, "k": 64},
 ]
 
+MODES = ("auto", "explicit", "explicit-set-mesh")  # the jit-* cells of one mesh axis
+POINTS_SPLIT = "5 small all-reduces (centre, near-duplicate test, two products), not 1"
+FEATURES_SPLIT = "2 all-gathers (the products contract over the split features), not 0"
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     op={{ cookiecutter.op_name }},
@@ -123,10 +127,19 @@ SPEC = OpSpec(
     symbolic_axis="n",
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
-    # Points split over one axis of a 2-D mesh: the centring's mean and the
-    # rule's two matrix products each sum over the split points, three small
-    # all-reduces where the reference's autodiff fuses its sums into one.
-    extra_collectives={"jit-explicit-2d-*": "3 small all-reduces (centre, two products), not 1"},
+    # The rule's gradient communicates more than autodiff's (the forward no
+    # more): with the points split, the centring's mean, the near-duplicate
+    # test and the two matrix products each sum over the split points, small
+    # all-reduces where autodiff fuses its sums into one; with the features
+    # split, the products contract over them and gather both point sets.
+    # Counted on 4 CPU devices; each is a vector of k numbers or one (n, m)
+    # weight matrix.
+    extra_collectives={
+        **{f"jit-{mode}-{axis}:gradient": POINTS_SPLIT for mode in MODES for axis in "nm"},
+        **{f"jit-{mode}-k:gradient": FEATURES_SPLIT for mode in MODES},
+        "jit-auto-n+m:gradient": POINTS_SPLIT + ", and 4 all-gathers, not 1",
+        "jit-explicit-2d-*:gradient": "3 small all-reduces (centre, two products), not 1",
+    },
 {%- if cookiecutter.rule == "vjp" %}
     refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},
 {%- endif %}

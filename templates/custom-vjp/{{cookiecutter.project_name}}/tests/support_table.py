@@ -52,7 +52,7 @@ def render(spec, failed=frozenset()):
     refused (or failing), each with its note."""
     import fnmatch
 
-    from conformance import cell_names, refusal
+    from conformance import PROGRAMS, cell_names, refusal
 
     rows = {}
     for cell in cell_names(spec):
@@ -65,14 +65,21 @@ def render(spec, failed=frozenset()):
         else:
             ok.append(f"`{cell}`")
             notes += [
-                f"`{cell}` {why}"
+                f"`{cell}` {_program(pattern)}{why}"
                 for pattern, why in spec.extra_collectives.items()
                 if fnmatch.fnmatchcase(cell, pattern)
+                or any(fnmatch.fnmatchcase(f"{cell}:{p}", pattern) for p in PROGRAMS)
             ]
     lines = ["| cells | match the oracle | refused, or a note |", "| -- | -- | -- |"]
     for name, (ok, notes) in rows.items():
         lines.append(f"| {name} | {', '.join(ok) or '-'} | {'; '.join(notes) or '-'} |")
     return "\n".join([BEGIN, "", *lines, "", END])
+
+
+def _program(pattern):
+    """"gradient: " for an extra_collectives pattern that names one program."""
+    _, _, program = pattern.rpartition(":")
+    return f"{program}: " if program in ("forward", "gradient") else ""
 
 
 def current_block(text):

@@ -58,6 +58,11 @@ def {{ cookiecutter.op_name }}_f64(x, eps=1e-6):
 ORACLE = {{ cookiecutter.op_name }}_f64
 {%- endif %}
 
+ROWS_GATHERED = (
+    "the split rows are gathered whole: 1 all-gather forward, 2 for the gradient (x and "
+    "its cotangent), where the reference all-reduces its row sums"
+)
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     # eps is a compile-time attribute of the FFI call, not an array: the cells
@@ -83,10 +88,14 @@ SPEC = OpSpec(
 {%- endif %}
     export_checks=tuple(export.DisabledSafetyCheck.custom_call(t) for t in TARGETS),
     # Auto axes: x's sharding is unknown while tracing, and XLA cannot split
-    # a custom call it knows nothing about, so it gathers x whole first.
+    # a custom call it knows nothing about, so it gathers x whole first. A
+    # split row (n) under explicit axes: each row must be whole on one device,
+    # so the op gathers it (and splits the result again).
     extra_collectives={
         "jit-auto-*": "auto axes gather x whole: XLA cannot split a custom call; use an "
         "explicit-axes mesh (jax.make_mesh's default) or shard_map",
+        "jit-explicit-n": ROWS_GATHERED,
+        "jit-explicit-set-mesh-n": ROWS_GATHERED,
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.

@@ -7,20 +7,23 @@ every jax-ladder project (the kit holds the copies equal): to adapt the
 starter to your own op, edit tests/op_spec.py and your op, not this file.
 
 Cells, for an op with arguments A and named axes D:
-  values        eager, jit, jit-donate
+  values        eager, jit, jit-donate (the donated inputs an output can
+                take are consumed)
   vmap          vmap-new-axis (in_axes 1, out_axes -1), vmap-some-args,
                 vmap-nested, vmap-of-grad, vmap-axis-<d> for each batch axis
   autodiff      grad-<arg> for each differentiable argument, vjp, jit-grad,
                 jvp, linearize, check-grads-1, check-grads-2
-  control flow  checkpoint (nothing saved), scan, cond (values and gradients)
+  control flow  checkpoint (nothing saved), scan, cond (values and gradients,
+                with data that takes each branch)
   shard_map     shard-map-<d>-<mesh>, shard-map-grad-inside-<d>-<mesh>,
                 shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>
   jit sharding  jit-auto-<d>, jit-explicit-<d>, jit-explicit-set-mesh-<d>
-                (values and gradients; the compiled collectives no more than
-                the reference's on the same shardings); for shard_map axes,
-                jit-auto-<d>+<e> (two of them on one mesh axis) and
-                jit-explicit-2d-<d> (a 2x2 mesh, only "x" used; the gradient's
-                collectives no more than the reference's)
+                (values and gradients; the compiled collectives of the forward
+                and the gradient program no more than the reference's on the
+                same shardings; under an explicit mesh, the outputs sharded as
+                the reference's); for shard_map axes, jit-auto-<d>+<e> (two of
+                them on one mesh axis) and jit-explicit-2d-<d> (a 2x2 mesh,
+                only "x" used)
   export        export-symbolic (a symbolic batch axis, serialized and called)
                 and lower-<platform> for every platform the op claims
 
@@ -41,6 +44,7 @@ matmul_inputs, which widens the tolerance on that platform (compare.py).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import re
 import warnings
@@ -63,6 +67,7 @@ from conftest import mesh_devices
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 MESHES = {"1d": ((4,), ("x",)), "2d": ((2, 2), ("x", "y"))}  # the op's axis goes on "x"
 NEW_AXIS = 2  # the size of the axes vmap, scan and the batch of vmap-of-grad add
+PROGRAMS = ("forward", "gradient")  # the jit-* cells' programs, as extra_collectives names them
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,9 @@ class OpSpec:
     # (test_conformance.py), so no platform's default decides the results.
     matmul_inputs: Mapping[str, str] = field(default_factory=dict)
     refuse: Mapping[str, Refuse] = field(default_factory=dict)  # cell name or glob
-    extra_collectives: Mapping[str, str] = field(default_factory=dict)  # cell glob: why
+    # Programs allowed more collectives than the reference's, and why: a glob
+    # over cell names (both programs) or "<cell>:forward", "<cell>:gradient".
+    extra_collectives: Mapping[str, str] = field(default_factory=dict)
     # The entry point for jit with Auto shardings, where it differs from `op`
     # (a custom_partitioning rule, say); the jit-auto-* cells run it.
     auto_op: Callable[..., Any] | None = None
@@ -310,10 +317,29 @@ def check_values(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         assert_outputs(spec, jax.jit(spec.op)(*args), want)
     else:  # jit-donate: the op may be handed buffers it can overwrite
         donated = [jnp.array(a, copy=True) for a in args]
-        with warnings.catch_warnings():  # a platform may decline a donation
+        with warnings.catch_warnings():  # an input no output matches is not usable
             warnings.filterwarnings("ignore", "Some donated buffers were not usable")
             got = jax.jit(spec.op, donate_argnums=tuple(range(len(args))))(*donated)
         assert_outputs(spec, got, want)
+        taken = _donations_taken(donated, _outputs(got))
+        for i, a in enumerate(donated):
+            assert a.is_deleted() == (i in taken), (
+                f"argument {i}: donated and {'' if i in taken else 'not '}matching an "
+                f"output, but {'not ' if i in taken else ''}consumed"
+            )
+
+
+def _donations_taken(donated: list[Any], outputs: tuple[Any, ...]) -> set[int]:
+    """The donated arguments whose buffers the outputs take: JAX pairs each
+    output with the first unpaired donated argument of its shape and dtype
+    (jax.jit's donation rule); those are consumed (deleted), the others stay."""
+    taken: set[int] = set()
+    for out in outputs:
+        for i, a in enumerate(donated):
+            if i not in taken and (a.shape, a.dtype) == (out.shape, out.dtype):
+                taken.add(i)
+                break
+    return taken
 
 
 # --- vmap ------------------------------------------------------------------------
@@ -483,15 +509,30 @@ def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> Non
     if cell == "checkpoint":
         policy = jax.checkpoint_policies.nothing_saveable
         fn = jax.checkpoint(spec.op, policy=policy)
-    else:  # cond: the op in the branch taken, zeros of its type in the other
-        fn = _traced_predicate_cond(spec)
-    assert_outputs(spec, jax.jit(fn)(*args), oracle(spec, args))
-    assert_grads(spec, jax.jit(_grad(spec, fn, cts))(*args), vjp_oracle(spec, args, cts))
+        assert_outputs(spec, jax.jit(fn)(*args), oracle(spec, args))
+        assert_grads(spec, jax.jit(_grad(spec, fn, cts))(*args), vjp_oracle(spec, args, cts))
+        return
+    # cond: one compiled program, run on data that makes its predicate true
+    # (the op's branch) and on data that makes it false (zeros of the op's
+    # type, and zero gradients).
+    fn = _traced_predicate_cond(spec)
+    program, gradient = jax.jit(fn), jax.jit(_grad(spec, fn, cts))
+    assert_outputs(spec, program(*args), oracle(spec, args))
+    assert_grads(spec, gradient(*args), vjp_oracle(spec, args, cts))
+    floats = [i for i, a in enumerate(args) if _float(a.dtype)]
+    if not floats:
+        return  # no data to make the predicate false with
+    poisoned = list(args)
+    poisoned[floats[0]] = args[floats[0]].at[(0,) * args[floats[0]].ndim].set(jnp.nan)
+    zeros = tuple(np.zeros_like(w) for w in oracle(spec, args))
+    assert_outputs(spec, program(*poisoned), zeros)
+    assert_grads(spec, gradient(*poisoned), [np.zeros_like(w) for w in vjp_oracle(spec, args, cts)])
 
 
 def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:
-    """lax.cond on a predicate computed from the data (so both branches are
-    compiled): the op where it holds, zeros of the op's type where not."""
+    """lax.cond on a predicate computed from the data, so one program holds
+    both branches and the data chooses: the op where the first floating
+    argument is all finite, zeros of the op's type where not."""
 
     def fn(*a: Any) -> Any:
         shapes = jax.eval_shape(spec.op, *a)
@@ -609,37 +650,53 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
         for c, s in zip(cts, _specs(ct_axes, axis), strict=True)
     ]
     fn = spec.op if explicit or spec.auto_op is None else spec.auto_op
-    op = jax.jit(fn)
     # The cotangents are arguments, not constants the gradient closes over: a
     # gradient that does not read the inputs (a linear op's) would otherwise
     # be a program of constants alone, placed on one device.
-    grad = jax.jit(_grad_of(spec, fn, len(args)))
-    if set_mesh:
-        with jax.set_mesh(mesh):
-            got, got_grads = op(*placed), grad(*placed, *ct_placed)
-    else:
-        got, got_grads = op(*placed), grad(*placed, *ct_placed)
-    assert_outputs(spec, got, oracle(spec, args))
-    assert_grads(spec, got_grads, vjp_oracle(spec, args, cts))
-    if any(fnmatch.fnmatchcase(cell, p) for p in spec.extra_collectives):
-        return
-    if two_d:
-        # Operands that use only "x" of the 2x2 mesh: the gradient must sum
-        # over no mesh axis the reference's does not (over "y", say).
-        mine = _collectives(grad.lower(*placed, *ct_placed).compile().as_text())
-        reference = jax.jit(_grad_of(spec, spec.reference, len(args)))
-        theirs = _collectives(reference.lower(*placed, *ct_placed).compile().as_text())
-        more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
-        assert not more, f"gradient: more collectives than the reference (op, reference): {more}"
-        return
-    if explicit:
-        return
-    # Auto mode: XLA chooses the communication; the op's program must need no
-    # more of any collective than the reference's on the same shardings.
-    mine = _collectives(op.lower(*placed).compile().as_text())
-    theirs = _collectives(jax.jit(spec.reference).lower(*placed).compile().as_text())
-    more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
-    assert not more, f"more collectives than the reference (op, reference): {more}"
+    programs = {
+        "forward": (jax.jit(fn), jax.jit(spec.reference), placed),
+        "gradient": (
+            jax.jit(_grad_of(spec, fn, len(args))),
+            jax.jit(_grad_of(spec, spec.reference, len(args))),
+            placed + ct_placed,
+        ),
+    }
+    # The oracle runs on one CPU device, outside the mesh.
+    want, want_grads = oracle(spec, args), vjp_oracle(spec, args, cts)
+    with jax.set_mesh(mesh) if set_mesh else contextlib.nullcontext():
+        got = programs["forward"][0](*placed)
+        got_grads = programs["gradient"][0](*placed, *ct_placed)
+        assert_outputs(spec, got, want)
+        assert_grads(spec, got_grads, want_grads)
+        if explicit:
+            try:
+                theirs = programs["forward"][1](*placed)
+            except Exception as error:
+                # JAX refuses the reference itself on these shardings (say,
+                # jax.lax.top_k along a split axis): no program to compare with.
+                # (ShardingTypeError is not public: matched by its name.)
+                if type(error).__name__ != "ShardingTypeError":
+                    raise
+                return
+            # An explicit mesh types every result with its sharding: the op's
+            # must be the reference's (a gathered result is not).
+            for k, (g, w) in enumerate(zip(_outputs(got), _outputs(theirs), strict=True)):
+                assert g.sharding.is_equivalent_to(w.sharding, w.ndim), (
+                    f"output {k}: sharded {g.sharding.spec}, the reference's {w.sharding.spec}"
+                )
+        # Each program, forward and gradient, needs no more of any collective
+        # than the reference's on the same shardings (in auto mode XLA chooses
+        # the communication; in explicit mode the types do).
+        for name, (mine_fn, theirs_fn, inputs) in programs.items():
+            if any(
+                fnmatch.fnmatchcase(cell, p) or fnmatch.fnmatchcase(f"{cell}:{name}", p)
+                for p in spec.extra_collectives
+            ):
+                continue
+            mine = _collectives(mine_fn.lower(*inputs).compile().as_text())
+            theirs = _collectives(theirs_fn.lower(*inputs).compile().as_text())
+            more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
+            assert not more, f"{name}: more collectives than the reference (op, reference): {more}"
 
 
 # --- matmul precision --------------------------------------------------------------
@@ -739,8 +796,10 @@ def float32_matmuls_not_highest(fn: Callable[..., Any], spec: OpSpec, rng: Any) 
     """The matmuls with a float32 operand that fn's forward and gradient
     programs make at another precision than HIGHEST, on float32 arguments."""
     args = make_args(spec, rng, "float32")
-    cts = cotangents_for(spec, args, rng, fn)
-    programs = [matmuls(fn, *args), matmuls(_grad_of(spec, fn, len(args)), *args, *cts)]
+    programs = [matmuls(fn, *args)]
+    if refusal(spec, "vjp") is None:  # an op without reverse mode has no gradient program
+        cts = cotangents_for(spec, args, rng, fn)
+        programs.append(matmuls(_grad_of(spec, fn, len(args)), *args, *cts))
     return [
         m
         for found in programs
@@ -754,8 +813,10 @@ def narrowing_matmuls(fn: Callable[..., Any], spec: OpSpec, rng: Any) -> list[Ma
     arguments (the oracle's), that ask for a result narrower than their
     operands."""
     args = [_to64(a) for a in make_args(spec, rng)]
-    cts = cotangents_for(spec, args, rng, fn)
-    programs = [matmuls(fn, *args), matmuls(_grad_of(spec, fn, len(args)), *args, *cts)]
+    programs = [matmuls(fn, *args)]
+    if refusal(spec, "vjp") is None:
+        cts = cotangents_for(spec, args, rng, fn)
+        programs.append(matmuls(_grad_of(spec, fn, len(args)), *args, *cts))
     return [m for found in programs for m in found if m.narrows]
 
 

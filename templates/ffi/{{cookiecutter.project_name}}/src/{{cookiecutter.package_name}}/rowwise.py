@@ -57,7 +57,8 @@ def apply(local: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
 
     An x whose leading axes are sharded over an explicit-axes mesh
     (jax.make_mesh's default) runs shard by shard, with no communication,
-    gradient included; a sharded last axis is gathered first.
+    gradient included; a sharded last axis is gathered first, and the result
+    sharded like x again.
     """
     if x.ndim and x.shape[-1] == 0:
         # The handler refuses this too, but XLA skips a call whose used results
@@ -70,10 +71,17 @@ def apply(local: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
     if rows is None:
         return local(x)
     mesh, spec = rows
-    if tuple(jax.typeof(x).sharding.spec) != tuple(spec):
-        # Each row must be whole on one device: gather a sharded last axis.
+    given = jax.typeof(x).sharding
+    if tuple(given.spec) != tuple(spec):
+        # Each row must be whole on one device: gather a sharded last axis,
+        # and give the result x's own sharding back (as the plain-JAX op's
+        # result has it): the gather is the handler's need, not the caller's.
         whole_rows: jax.Array = jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
-        x = whole_rows
+        result = apply(local, whole_rows)
+        if result.shape != x.shape:
+            return result
+        restored: jax.Array = jax.sharding.reshard(result, given)
+        return restored
     if all(axis is None for axis in spec):
         return local(x)
     # Inside, each block varies over the mesh axes that spec names, and the

@@ -44,7 +44,8 @@ def {{ cookiecutter.op_name }}(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
     (reverse mode), works under jit and vmap. An x whose leading axes are
     sharded over an explicit-axes mesh (jax.make_mesh's default) is
     computed shard by shard, with no communication, gradient included; a
-    sharded last axis is gathered first (each row must be whole on one device).
+    sharded last axis is gathered first (each row must be whole on one device)
+    and the result sharded like x again.
 
     The handler checks its arguments and raises jax.errors.JaxRuntimeError
     naming the problem; under jit that happens when the program runs.
