@@ -77,7 +77,8 @@ def render(spec, failed=frozenset()):
 
 
 def _program(pattern):
-    """"gradient: " for an extra_collectives pattern that names one program."""
+    """The note's prefix for an extra_collectives pattern that names one
+    program ("gradient: "), else nothing."""
     _, _, program = pattern.rpartition(":")
     return f"{program}: " if program in ("forward", "gradient") else ""
 

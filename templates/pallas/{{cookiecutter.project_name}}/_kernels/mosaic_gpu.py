@@ -202,7 +202,7 @@ def matmul(
     check_block("a", (bk, bm) if transpose_a else (bm, bk), a.shape)
     check_block("b", (bn, bk) if transpose_b else (bk, bn), b.shape)
     check_block("output", (bm, bn), (m, n))
-    interpret = _interpret(interpret)
+    interpret = _interpret(interpret, a, b)
     stages = _stages(bm, bn, bk, a.dtype)
     if not interpret:
         _check_resources(bm, bn, bk, a.dtype, return_preactivation, stages)
@@ -258,9 +258,42 @@ def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisTy
     return operands, jax.typeof(operands[0]).manual_axis_type
 
 
-def interpreted(interpret: Interpret) -> bool:
-    """Whether a call with this interpret argument runs in the interpreter."""
-    return bool(_interpret(interpret))
+def interpreted(interpret: Interpret, *operands: jax.Array) -> bool:
+    """Whether a call with this interpret argument on these operands runs in
+    the interpreter."""
+    return bool(_interpret(interpret, *operands))
+
+
+def device_platform(*operands: jax.Array) -> str:
+    """The platform (a jax.Device's: cpu, gpu, tpu) of the devices the operands
+    are computed on, as far as tracing can tell: the mesh in their types
+    (sharded under jit), the context mesh (inside jax.shard_map, under
+    jax.set_mesh or jax.sharding.use_abstract_mesh), the devices of concrete
+    arrays (eager calls); else the default device, else this host's default
+    platform. Not the host's choice alone: a host with one GPU runs sharding
+    on a mesh of simulated CPU devices, where a compiled GPU kernel cannot run."""
+    meshes = [jax.typeof(x).sharding.mesh for x in operands if hasattr(x, "dtype")]
+    for mesh in [*meshes, jax.sharding.get_abstract_mesh()]:
+        device = getattr(mesh, "abstract_device", None)
+        if device is not None:
+            return str(device.platform)
+    for x in operands:
+        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+            return str(next(iter(x.devices())).platform)
+    default = jax.config.jax_default_device
+    if default is not None:
+        return str(getattr(default, "platform", default))
+    return _DEVICE_PLATFORMS.get(default_export_platform(), default_export_platform())
+
+
+# jax.export's platform names, as a jax.Device names them.
+_DEVICE_PLATFORMS = {"cuda": "gpu", "rocm": "gpu"}
+
+
+def runs_natively(*operands: jax.Array) -> bool:
+    """Whether the kernel on these operands runs on its own hardware (an
+    NVIDIA GPU), as device_platform tells."""
+    return device_platform(*operands) == "gpu"
 
 
 def _refuse_several_devices() -> None:
@@ -280,9 +313,11 @@ def _refuse_several_devices() -> None:
 def native_or_interpreted[T](
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
-    """native(*operands) on a host with a GPU, interpreted(*operands) elsewhere.
+    """native(*operands) where they are computed on a GPU, interpreted(*operands)
+    elsewhere (device_platform: the operands' mesh or devices, else the
+    default device).
 
-    The host's choice, not the lowering platform's (as the TPU and Triton
+    Chosen while tracing, not per lowering platform (as the TPU and Triton
     kernels choose, through lax.platform_dependent): on JAX 0.12 a
     platform_dependent holding the interpreter fails to lower for the GPU
     (the cond expects the interpreter's ordered io_callback tokens from the
@@ -290,16 +325,16 @@ def native_or_interpreted[T](
     The op's implementation="auto" chooses per lowering platform
     between the native kernel and the reference: that is the program to
     export for a GPU from a CPU host."""
-    return native(*operands) if default_export_platform() == PLATFORM else interpreted(*operands)
+    return native(*operands) if runs_natively(*operands) else interpreted(*operands)
 
 
-def _interpret(interpret: Interpret) -> bool | plgpu.InterpretGPUParams:
+def _interpret(interpret: Interpret, *operands: jax.Array) -> bool | plgpu.InterpretGPUParams:
     """Run the kernel for real on a GPU, interpreted (on the CPU) elsewhere.
 
     Mosaic GPU interprets only under plgpu.InterpretGPUParams: plain True
     becomes the default parameters."""
     if interpret is None:
-        interpret = default_export_platform() != PLATFORM
+        interpret = not runs_natively(*operands)
     if interpret is True:
         return plgpu.InterpretGPUParams()
     return interpret

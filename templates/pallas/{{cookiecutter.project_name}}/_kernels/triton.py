@@ -8,9 +8,10 @@ It still runs on older GPUs (Ampere, Ada), which is the reason to pick it.
 Model: each program instance (one per (i, j) in the grid) owns one
 (block_m, block_n) output tile. It walks the k axis in block_k steps, loading
 a tile of each operand from global memory into registers/shared memory
-(Triton decides), multiplying on the tensor cores, and accumulating in float32
-registers. There is no scratch memory and no sequential grid axis: the k loop
-lives inside the kernel. Edges are handled with masked loads (zeros) and
+(Triton decides), multiplying bfloat16 on the tensor cores (float32 as IEEE
+float32, see _kernel), and accumulating in float32 registers. There is no
+scratch memory and no sequential grid axis: the k loop lives inside the
+kernel. Edges are handled with masked loads (zeros) and
 masked stores.
 """
 
@@ -272,7 +273,14 @@ def _kernel(
                 block_n,
                 (ks[:, None] < k) & (cols[None, :] < n),
             )
-        product: jax.Array = plt.dot(a, b, trans_a=transpose_a, trans_b=transpose_b)
+        # HIGHEST: float32 operands multiply as IEEE float32. Left at the default,
+        # Triton multiplies them as TensorFloat-32 (10-bit significands, about
+        # 1e4 float32 ulps off); bfloat16 operands are unaffected. For TF32's
+        # speed, pass precision=jax.lax.Precision.DEFAULT and declare
+        # matmul_inputs={"gpu": "tensorfloat32"} in tests/op_spec.py.
+        product: jax.Array = plt.dot(
+            a, b, trans_a=transpose_a, trans_b=transpose_b, precision=jax.lax.Precision.HIGHEST
+        )
         return acc + product
 
     z = jax.lax.fori_loop(0, pl.cdiv(k, block_k), step, jnp.zeros((block_m, block_n), jnp.float32))

@@ -10,6 +10,11 @@ instead. OpSpec(oracle=None): the reference run in float64 is the oracle.
 
 from functools import partial
 
+{% if cookiecutter.backend == "mosaic_gpu" -%}
+from {{ cookiecutter.package_name }} import kernel
+
+# isort: split
+{% endif -%}
 from {{ cookiecutter.package_name }} import (
     {{ cookiecutter.op_name }},
     {{ cookiecutter.op_name }}_partitioned,
@@ -18,6 +23,9 @@ from {{ cookiecutter.package_name }} import (
 
 from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+from conftest import mesh_devices
+{%- endif %}
 
 # TODO: the errors your op may make, in ulps of the dtype. The identity is
 # exact: 0 would do; 1 leaves room for a cast.
@@ -57,6 +65,19 @@ CHECKPOINT_EFFECTS = Refuse(
     r"Effects not supported in AD of .checkpoint./.remat.",
     "interpreted only: refused (the interpreter's host callbacks); compiled, it runs",
 )
+# Those refusals are the interpreter's, so they apply where the cells run it:
+# the kernel is interpreted off a GPU (kernel.device_platform). The unsharded
+# cells run on the default device; the sharded ones on tests/conftest.py's
+# mesh devices, simulated CPU devices where there are too few GPUs.
+INTERPRETS = not kernel.runs_natively()
+SHARDS_INTERPRETED = mesh_devices(4)[0].platform != "gpu"
+INTERPRETED_SHARDED = {
+    "shard-map-*": SEVERAL_DEVICES,
+    "jit-explicit-[mn]": SEVERAL_DEVICES,
+    "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
+    "jit-explicit-2d-*": SEVERAL_DEVICES,
+    "jit-auto-*": PARTITIONED,
+}
 {%- else %}
 # Inside jax.shard_map with check_vma=True, Pallas's interpreter (JAX 0.12)
 # drops the varying axes in its grid loop: the interpreted kernel refuses.
@@ -114,12 +135,8 @@ SPEC = OpSpec(
         "export-symbolic": SYMBOLIC,
 {%- endif %}
 {%- if cookiecutter.backend == "mosaic_gpu" %}
-        "shard-map-*": SEVERAL_DEVICES,
-        "jit-explicit-[mn]": SEVERAL_DEVICES,
-        "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
-        "jit-explicit-2d-*": SEVERAL_DEVICES,
-        "jit-auto-*": PARTITIONED,
-        "checkpoint": CHECKPOINT_EFFECTS,
+        **(INTERPRETED_SHARDED if SHARDS_INTERPRETED else {}),
+        **({"checkpoint": CHECKPOINT_EFFECTS} if INTERPRETS else {}),
 {%- else %}
         "shard-map-*": INTERPRETER_VMA,
 {%- endif %}

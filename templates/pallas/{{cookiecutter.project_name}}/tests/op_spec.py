@@ -10,6 +10,11 @@ not support, the error it raises and what to use instead.
 
 from functools import partial
 
+{% if cookiecutter.backend == "mosaic_gpu" -%}
+from {{ cookiecutter.package_name }} import kernel
+
+# isort: split
+{% endif -%}
 from {{ cookiecutter.package_name }} import (
     {{ cookiecutter.op_name }},
     {{ cookiecutter.op_name }}_partitioned,
@@ -17,6 +22,9 @@ from {{ cookiecutter.package_name }} import (
 )
 
 from conformance import Arg, OpSpec, Refuse
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+from conftest import mesh_devices
+{%- endif %}
 from oracle import GRADIENTS, VALUES, {{ cookiecutter.op_name }}_f64
 
 # The kernel needs the contracted axis whole on each device (the GELU after
@@ -59,6 +67,19 @@ CHECKPOINT_EFFECTS = Refuse(
     r"Effects not supported in AD of .checkpoint./.remat.",
     "interpreted only: refused (the interpreter's host callbacks); compiled, it runs",
 )
+# Those refusals are the interpreter's, so they apply where the cells run it:
+# the kernel is interpreted off a GPU (kernel.device_platform). The unsharded
+# cells run on the default device; the sharded ones on tests/conftest.py's
+# mesh devices, simulated CPU devices where there are too few GPUs.
+INTERPRETS = not kernel.runs_natively()
+SHARDS_INTERPRETED = mesh_devices(4)[0].platform != "gpu"
+INTERPRETED_SHARDED = {
+    "shard-map-*": SEVERAL_DEVICES,
+    "jit-explicit-[mn]": SEVERAL_DEVICES,
+    "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
+    "jit-explicit-2d-*": SEVERAL_DEVICES,
+    "jit-auto-*": PARTITIONED,
+}
 {%- else %}
 # Inside jax.shard_map with check_vma=True (the default) the kernel's types are
 # right (kernel.vary_alike), but Pallas's interpreter (JAX 0.12) drops the
@@ -130,6 +151,8 @@ SPEC = OpSpec(
     # tests/test_composed.py exports {{ cookiecutter.op_name }}'s default ("auto", chosen per
     # lowering platform) for cuda from this host and finds mosaic_gpu_v2.
     platforms={},
+    # WGMMA multiplies float32 as TensorFloat-32, whatever the precision asked.
+    matmul_inputs={"gpu": "tensorfloat32"},
 {%- else %}
     # Triton lowers only under an abstract GPU device (tests/target.py's
     # export_context), which the generic cells do not set up.
@@ -147,12 +170,8 @@ SPEC = OpSpec(
         "export-symbolic": SYMBOLIC,
 {%- endif %}
 {%- if cookiecutter.backend == "mosaic_gpu" %}
-        "shard-map-*": SEVERAL_DEVICES,
-        "jit-explicit-[mn]": SEVERAL_DEVICES,
-        "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
-        "jit-explicit-2d-*": SEVERAL_DEVICES,
-        "jit-auto-*": PARTITIONED,
-        "checkpoint": CHECKPOINT_EFFECTS,
+        **(INTERPRETED_SHARDED if SHARDS_INTERPRETED else {}),
+        **({"checkpoint": CHECKPOINT_EFFECTS} if INTERPRETS else {}),
 {%- else %}
         "shard-map-*": INTERPRETER_VMA,
 {%- endif %}

@@ -83,7 +83,8 @@ def test_auto_is_the_reference_off_the_kernels_platform(rng):
     module = export_default(("cpu",)).mlir_module()
     assert "custom_call" not in module and "stablehlo.while" not in module
     assert module.count("stablehlo.dot_general") == 1
-    args = operands(rng, (8, 128, 128))
+    # On CPU devices, whatever this host's default device is.
+    args = jax.device_put(operands(rng, (8, 128, 128)), jax.devices("cpu")[0])
     np.testing.assert_array_equal({{ cookiecutter.op_name }}(*args), {{ cookiecutter.op_name }}_reference(*args))
 
 
@@ -103,6 +104,35 @@ def test_kernel_and_reference_on_request(rng, kernel_calls):
     assert not runs_kernel(kernel_calls, partial({{ cookiecutter.op_name }}, implementation="reference"), *args)
     got = {{ cookiecutter.op_name }}(*args, implementation="reference")
     assert_close(got, {{ cookiecutter.op_name }}_f64(*args), VALUES)
+
+
+def test_the_kernel_on_cpu_devices_is_interpreted_whatever_the_host(rng, monkeypatch):
+    """The kernel runs natively or interpreted by the devices it runs on, not
+    by this host's default platform: on a host with one GPU the sharding tests
+    use simulated CPU devices, where a kernel compiled for the GPU cannot run.
+    Here the host claims the kernel's platform; the CPU devices still get the
+    interpreter (or, where it cannot run, the op's own refusal)."""
+    monkeypatch.setattr(kernel, "default_export_platform", lambda: kernel.PLATFORM)
+    args = operands(rng, (64, 128, 128))
+    want = {{ cookiecutter.op_name }}_f64(*args)
+    run = partial({{ cookiecutter.op_name }}, implementation="kernel")
+    # Eagerly, on one CPU device's arrays.
+    assert_close(run(*jax.device_put(args, jax.devices("cpu")[0])), want, VALUES)
+    # Under jit, on arrays placed on a mesh of CPU devices.
+    single = mesh(AxisType.Auto, (1, 1))
+    placed = put(single, args, SUPPORTED)
+    assert_close(jax.jit(run)(*placed), want, VALUES)
+    # The partitioned op, whose partitioner callback lowers the kernel for
+    # the mesh's devices.
+    auto = mesh(AxisType.Auto)
+    placed = put(auto, args, SUPPORTED)
+    partitioned = jax.jit(partial({{ cookiecutter.op_name }}_partitioned, implementation="kernel"))
+    if target.PARTITIONS_INTERPRETED is not True:
+        error, message = target.PARTITIONS_INTERPRETED
+        with pytest.raises(error, match=message):
+            partitioned(*placed)
+    else:
+        assert_close(partitioned(*placed), want, VALUES)
 
 
 @pytest.mark.parametrize(("forced", "passed"), [("reference", "kernel"), ("kernel", "reference")])

@@ -92,9 +92,11 @@ def _partitioned_kernel(
         # runs per shard there (through shard_map).
         return run_kernel(*operands, **blocks, interpret=interpret)
 {%- if cookiecutter.backend == "mosaic_gpu" %}
-    if kernel.interpreted(interpret):
+    if kernel.interpreted(interpret, *operands):
         # The GPU interpreter works through ordered io_callbacks, an effect
-        # the partitioner's callback cannot hold (it fails inside XLA).
+        # the partitioner's callback cannot hold (it fails inside XLA). Asked
+        # of the operands (their mesh's devices), not of this host: a host
+        # with one GPU shards over simulated CPU devices, which interpret.
         raise NotImplementedError(
             "{{ cookiecutter.op_name }}: custom_partitioning cannot hold Mosaic GPU's interpreted "
             "kernel: the partitioned op runs compiled on a GPU; on this host call the op itself"

@@ -149,7 +149,7 @@ def kernel_only(
         kind = block_table.device_kind()
     blocks, table = _blocks(a, b, kind, block_m, block_n, block_k)
     try:
-        _check_all_blocks(a, b, bias, blocks)
+        _check_all_blocks(a, b, bias, blocks, interpret)
     except ValueError as error:
         if table is None:
             raise
@@ -287,10 +287,14 @@ def _mesh_axes(entry: object) -> tuple[str, ...]:
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-def _check_all_blocks(a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks) -> None:
+def _check_all_blocks(
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+) -> None:
     """Validate every kernel call this op will make, forward and backward,
-    by tracing them abstractly: a bad block size fails here, not in lowering."""
-    sizes = blocks._asdict()
+    by tracing them abstractly: a bad block size fails here, not in lowering.
+    With the calls' own interpret: a native kernel has limits (registers,
+    shared memory) the interpreter does not."""
+    sizes = {**blocks._asdict(), "interpret": interpret}
 {%- if cookiecutter.backward == "kernel" %}
 
     def calls(a: jax.Array, b: jax.Array, bias: jax.Array, dz: jax.Array) -> None:
@@ -334,13 +338,35 @@ def _fwd(
     return y, (a, b, bias, z)
 
 
+# GELU's tanh form, as jax.nn.gelu(approximate=True) computes it:
+# gelu(z) = z/2 * (1 + tanh(u)) = z * sigmoid(2u), u = sqrt(2/pi) * (z + 0.044715 z^3).
+_SQRT_2_OVER_PI = (2 / jnp.pi) ** 0.5
+_CUBIC = 0.044715
+
+
+def _gelu_slope(z: jax.Array) -> jax.Array:
+    """d gelu(z) / dz = sigmoid(2u) + 2 z u' sigmoid(2u) sigmoid(-2u), from
+    e = exp(-2|u|), without the 1 - tanh(u)^2 that JAX's autodiff of gelu
+    computes. Where |z| >~ 4 that difference cancels to nothing but tanh's
+    last-ulp error (XLA's float32 tanh is up to ~3e-7 off near 1, and the
+    error depends on how XLA fuses it), and z u' multiplies it up to ~30-fold:
+    tens of float32 ulps of the largest cotangent. e / (1 + e)^2 keeps its
+    relative accuracy there."""
+    u = _SQRT_2_OVER_PI * (z + _CUBIC * z**3)
+    e = jnp.exp(-2 * jnp.abs(u))  # in [0, 1]: no overflow
+    sigmoid = jnp.where(u >= 0, 1, e) / (1 + e)  # sigmoid(2u) = (1 + tanh(u)) / 2
+    du = _SQRT_2_OVER_PI * (1 + 3 * _CUBIC * z**2)
+    # e == 0 where z is so large that du may be infinite: the term is 0, not nan.
+    bell = jnp.where(e > 0, 2 * z * du * e / (1 + e) ** 2, 0)
+    slope: jax.Array = sigmoid + bell
+    return slope
+
+
 def _bwd(
     blocks: Blocks, interpret: kernel.Interpret, residuals: Residuals, g: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     a, b, bias, z = residuals
-    # GELU's derivative at the saved pre-activation, by JAX's own autodiff.
-    _, gelu_vjp = jax.vjp(lambda z: jax.nn.gelu(z, approximate=True), z)
-    (dz,) = gelu_vjp(g.astype(jnp.float32))
+    dz = g.astype(jnp.float32) * _gelu_slope(z)
     dz_in = dz.astype(a.dtype)  # feed the MXU / tensor cores in the input dtype
     sizes = blocks._asdict()
     da = kernel.matmul(
