@@ -278,7 +278,7 @@ def device_platform(*operands: jax.Array) -> str:
         if device is not None:
             return str(device.platform)
     for x in operands:
-        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        if hasattr(x, "devices") and not isinstance(x, jax.core.Tracer):  # concrete: placed
             return str(next(iter(x.devices())).platform)
     default = jax.config.jax_default_device
     if default is not None:

@@ -72,6 +72,10 @@ SPEC = OpSpec(
     extra_collectives={
         "jit-auto-*": "auto axes gather x whole: XLA cannot split a custom call; use an "
         "explicit-axes mesh (jax.make_mesh's default) or shard_map",
+        # A split row under explicit axes is gathered whole (the reference
+        # all-reduces its row maxima and sums instead).
+        "jit-explicit-n": "the split rows are gathered whole",
+        "jit-explicit-set-mesh-n": "the split rows are gathered whole",
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.
