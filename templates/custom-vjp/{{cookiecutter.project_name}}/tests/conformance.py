@@ -792,18 +792,25 @@ def _hlo_matmuls(text: str) -> list[Matmul]:
     return found
 
 
+def _forward_and_gradient_matmuls(
+    fn: Callable[..., Any], spec: OpSpec, args: list[Any], rng: Any
+) -> list[Matmul]:
+    """The matmuls of fn's forward program and, for an op with reverse mode,
+    of its gradient program, on these arguments."""
+    found = matmuls(fn, *args)
+    if refusal(spec, "vjp") is None:  # an op without reverse mode has no gradient program
+        cts = cotangents_for(spec, args, rng, fn)
+        found += matmuls(_grad_of(spec, fn, len(args)), *args, *cts)
+    return found
+
+
 def float32_matmuls_not_highest(fn: Callable[..., Any], spec: OpSpec, rng: Any) -> list[Matmul]:
     """The matmuls with a float32 operand that fn's forward and gradient
     programs make at another precision than HIGHEST, on float32 arguments."""
     args = make_args(spec, rng, "float32")
-    programs = [matmuls(fn, *args)]
-    if refusal(spec, "vjp") is None:  # an op without reverse mode has no gradient program
-        cts = cotangents_for(spec, args, rng, fn)
-        programs.append(matmuls(_grad_of(spec, fn, len(args)), *args, *cts))
     return [
         m
-        for found in programs
-        for m in found
+        for m in _forward_and_gradient_matmuls(fn, spec, args, rng)
         if "float32" in m.operands and m.precision != "HIGHEST"
     ]
 
@@ -813,11 +820,7 @@ def narrowing_matmuls(fn: Callable[..., Any], spec: OpSpec, rng: Any) -> list[Ma
     arguments (the oracle's), that ask for a result narrower than their
     operands."""
     args = [_to64(a) for a in make_args(spec, rng)]
-    programs = [matmuls(fn, *args)]
-    if refusal(spec, "vjp") is None:
-        cts = cotangents_for(spec, args, rng, fn)
-        programs.append(matmuls(_grad_of(spec, fn, len(args)), *args, *cts))
-    return [m for found in programs for m in found if m.narrows]
+    return [m for m in _forward_and_gradient_matmuls(fn, spec, args, rng) if m.narrows]
 
 
 # --- export --------------------------------------------------------------------------
