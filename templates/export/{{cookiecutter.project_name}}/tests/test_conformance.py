@@ -79,7 +79,9 @@ def test_readme_support_table_is_current():
         rendered = subprocess.run(
             [sys.executable, "-c", RENDER],
             cwd=support_table.TESTS,
-            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+            # This process's own import path, absolute: a relative PYTHONPATH
+            # (PYTHONPATH=src) would not resolve from tests/.
+            env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(sys.path)},
             capture_output=True,
             text=True,
             check=True,
