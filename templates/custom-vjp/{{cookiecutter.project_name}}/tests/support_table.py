@@ -56,23 +56,24 @@ def render(spec, failed=frozenset()):
 
     rows = {}
     for cell in cell_names(spec):
-        ok, notes = rows.setdefault(family(cell), ([], []))
+        # notes: each note once, with the cells it applies to, in first-seen order
+        ok, notes = rows.setdefault(family(cell), ([], {}))
         refuse = refusal(spec, cell)
         if cell in failed:
-            notes.append(f"`{cell}` **fails** (see its test)")
+            notes.setdefault("**fails** (see its test)", []).append(cell)
         elif refuse is not None:
-            notes.append(f"`{cell}` {refuse.why}")
+            notes.setdefault(refuse.why, []).append(cell)
         else:
             ok.append(f"`{cell}`")
-            notes += [
-                f"`{cell}` {_program(pattern)}{why}"
-                for pattern, why in spec.extra_collectives.items()
-                if fnmatch.fnmatchcase(cell, pattern)
-                or any(fnmatch.fnmatchcase(f"{cell}:{p}", pattern) for p in PROGRAMS)
-            ]
+            for pattern, why in spec.extra_collectives.items():
+                if fnmatch.fnmatchcase(cell, pattern) or any(
+                    fnmatch.fnmatchcase(f"{cell}:{p}", pattern) for p in PROGRAMS
+                ):
+                    notes.setdefault(f"{_program(pattern)}{why}", []).append(cell)
     lines = ["| cells | match the oracle | refused, or a note |", "| -- | -- | -- |"]
     for name, (ok, notes) in rows.items():
-        lines.append(f"| {name} | {', '.join(ok) or '-'} | {'; '.join(notes) or '-'} |")
+        said = [", ".join(f"`{c}`" for c in cells) + f" {note}" for note, cells in notes.items()]
+        lines.append(f"| {name} | {', '.join(ok) or '-'} | {'; '.join(said) or '-'} |")
     return "\n".join([BEGIN, "", *lines, "", END])
 
 

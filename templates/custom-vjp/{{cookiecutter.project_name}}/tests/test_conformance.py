@@ -12,7 +12,10 @@ import pytest
 from jax import export, lax
 
 import support_table
+from compare import Ulps
 from conformance import (
+    Arg,
+    OpSpec,
     cell_names,
     float32_matmuls_not_highest,
     matmuls,
@@ -61,6 +64,21 @@ def test_the_matmul_checks_see_what_they_look_for():
     narrow = partial(jnp.matmul, preferred_element_type=jnp.float32)
     (found,) = matmuls(lambda a: narrow(a, a.T), a.astype(jnp.float64))
     assert found.narrows
+
+
+def test_the_lower_check_sees_a_program_of_another_platform(rng):
+    """Negative control: an op that computes otherwise on a GPU, with no
+    marker declaring its own GPU implementation, fails lower-cuda (the cells
+    run here see only the CPU's program)."""
+
+    def op(x):
+        return lax.platform_dependent(x, cpu=jnp.sin, default=jnp.cos)
+
+    exact = Ulps(at_value=4)
+    spec = OpSpec("op", op, jnp.sin, None, (Arg("x", ("n",)),), (("n",),), {"n": 4}, exact, exact)
+    run_cell(spec, "lower-cpu", rng)
+    with pytest.raises(AssertionError, match="differs from the CPU's"):
+        run_cell(OpSpec(**{**spec.__dict__, "platforms": {"cuda": ""}}), "lower-cuda", rng)
 
 
 def test_every_declared_refusal_names_a_cell():

@@ -10,7 +10,10 @@ Cells, for an op with arguments A and named axes D:
   values        eager, jit, jit-donate (the donated inputs an output can
                 take are consumed)
   vmap          vmap-new-axis (in_axes 1, out_axes -1), vmap-some-args,
-                vmap-nested, vmap-of-grad, vmap-axis-<d> for each batch axis
+                vmap-nested, vmap-of-grad, vmap-axis-<d> for each batch axis,
+                vmap-sharded-new-axis (a new leading axis split over an
+                explicit mesh, make_mesh's default: values, gradients and
+                the outputs' sharding)
   autodiff      grad-<arg> for each differentiable argument, vjp, jit-grad,
                 jvp, linearize, check-grads-1, check-grads-2
   control flow  checkpoint (nothing saved), scan, cond (values and gradients,
@@ -25,7 +28,10 @@ Cells, for an op with arguments A and named axes D:
                 them on one mesh axis) and jit-explicit-2d-<d> (a 2x2 mesh,
                 only "x" used)
   export        export-symbolic (a symbolic batch axis, serialized and called)
-                and lower-<platform> for every platform the op claims
+                and lower-<platform> for every platform the op claims: the
+                module's result types; the platform's marker (its kernel or
+                custom call) where declared, else the very program the CPU
+                runs; for the CPU, the serialized module called
 
 Gradients are always taken against a random cotangent (a random weighting
 of each output), never sum(output): an op whose outputs sum to a constant
@@ -144,7 +150,7 @@ def cell_names(spec: OpSpec) -> list[str]:
     names = ["eager", "jit", "jit-donate", "vmap-new-axis"]
     if len(spec.args) > 1:
         names.append("vmap-some-args")
-    names += ["vmap-nested", "vmap-of-grad"]
+    names += ["vmap-nested", "vmap-of-grad", "vmap-sharded-new-axis"]
     names += [f"vmap-axis-{a}" for a in spec.batch_axes]
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
     names += ["vjp", "jit-grad", "jvp", "linearize", "check-grads-1", "check-grads-2"]
@@ -397,6 +403,8 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
         want = [np.stack(w) for w in zip(*wants, strict=True)]
         assert_grads(spec, got, want)
+    elif cell == "vmap-sharded-new-axis":
+        _check_vmap_sharded(spec, rng)
     else:  # vmap-axis-<d>: vmap over one of the op's own batch axes
         axis = cell.removeprefix("vmap-axis-")
         in_axes = [a.axes.index(axis) if axis in a.axes else None for a in spec.args]
@@ -404,6 +412,28 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         out = out_axes[0] if len(out_axes) == 1 else tuple(out_axes)
         got = jax.vmap(spec.op, in_axes=in_axes, out_axes=out)(*args)
         assert_outputs(spec, got, oracle(spec, args))
+
+
+def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
+    """A new leading axis, one slice per device of an explicit mesh: every
+    batching rule sees operands typed as split along the axis it adds, and
+    the gradient's cotangents arrive split the same way."""
+    mesh = _mesh("1d", AxisType.Explicit)
+    size = mesh.shape["x"]
+    batched = [_insert(a, 0, size, rng) for a in make_args(spec, rng)]
+    slices = [[b[i] for b in batched] for i in range(size)]
+    cts = [cotangents_for(spec, s, rng) for s in slices]
+    want = _stack([oracle(spec, s) for s in slices], axis=0)
+    wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
+    split = NamedSharding(mesh, P("x"))
+    placed = [jax.device_put(b, split) for b in batched]
+    ct_placed = [jax.device_put(jnp.stack(c), split) for c in zip(*cts, strict=True)]
+    mapped = jax.vmap(spec.op)
+    got = jax.jit(mapped)(*placed)
+    assert_outputs(spec, got, want)
+    assert_same_shardings(got, jax.vmap(spec.reference), placed)
+    got_grads = jax.jit(_grad_of(spec, mapped, len(placed)))(*placed, *ct_placed)
+    assert_grads(spec, got_grads, [np.stack(w) for w in zip(*wants, strict=True)])
 
 
 # --- Autodiff ----------------------------------------------------------------------
@@ -630,6 +660,25 @@ def _collectives(compiled_text: str) -> dict[str, int]:
     return {c: len(re.findall(rf"\b{c}(-start)?\(", compiled_text)) for c in COLLECTIVES}
 
 
+def assert_same_shardings(got: Any, reference: Callable[..., Any], inputs: list[Any]) -> bool:
+    """Under an explicit mesh every result is typed with its sharding: the op's
+    must be the reference's on the same inputs (a gathered result is not).
+    False where JAX refuses the reference itself on these shardings (say,
+    jax.lax.top_k along a split axis): there is nothing to compare with."""
+    try:
+        theirs = jax.jit(reference)(*inputs)
+    except Exception as error:
+        # ShardingTypeError is not public: matched by its name.
+        if type(error).__name__ != "ShardingTypeError":
+            raise
+        return False
+    for k, (g, w) in enumerate(zip(_outputs(got), _outputs(theirs), strict=True)):
+        assert g.sharding.is_equivalent_to(w.sharding, w.ndim), (
+            f"output {k}: sharded {g.sharding.spec}, the reference's {w.sharding.spec}"
+        )
+    return True
+
+
 def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     explicit = cell.startswith("jit-explicit-")
     set_mesh = cell.startswith("jit-explicit-set-mesh-")
@@ -668,22 +717,8 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
         got_grads = programs["gradient"][0](*placed, *ct_placed)
         assert_outputs(spec, got, want)
         assert_grads(spec, got_grads, want_grads)
-        if explicit:
-            try:
-                theirs = programs["forward"][1](*placed)
-            except Exception as error:
-                # JAX refuses the reference itself on these shardings (say,
-                # jax.lax.top_k along a split axis): no program to compare with.
-                # (ShardingTypeError is not public: matched by its name.)
-                if type(error).__name__ != "ShardingTypeError":
-                    raise
-                return
-            # An explicit mesh types every result with its sharding: the op's
-            # must be the reference's (a gathered result is not).
-            for k, (g, w) in enumerate(zip(_outputs(got), _outputs(theirs), strict=True)):
-                assert g.sharding.is_equivalent_to(w.sharding, w.ndim), (
-                    f"output {k}: sharded {g.sharding.spec}, the reference's {w.sharding.spec}"
-                )
+        if explicit and not assert_same_shardings(got, spec.reference, placed):
+            return
         # Each program, forward and gradient, needs no more of any collective
         # than the reference's on the same shardings (in auto mode XLA chooses
         # the communication; in explicit mode the types do).
@@ -846,16 +881,37 @@ def check_export(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         other = make_args(OpSpec(**{**spec.__dict__, "sizes": smaller}), rng)
         assert_outputs(spec, loaded.call(*jax.device_put(other, cpu)), oracle(spec, other))
         return
-    # lower-<platform>: from this (CPU) host, for the target, holding the op's
-    # implementation for that target (its kernel or custom call).
+    # lower-<platform>: from this (CPU) host, for the target.
     platform = cell.removeprefix("lower-")
+    exported = _lowered_for(spec, platform, args)
+    assert exported.platforms == (platform,)
+    want = [(o.shape, o.dtype) for o in _outputs(jax.eval_shape(spec.op, *args))]
+    assert [(o.shape, o.dtype) for o in exported.out_avals] == want
+    module = exported.mlir_module()
+    marker = spec.platforms[platform]
+    if marker:
+        # The op's own implementation for that target (its kernel or custom call).
+        assert re.search(marker, module), f"no {marker!r} in the {platform} module"
+    elif platform != "cpu":
+        # No marker: the op claims one program for every platform, so the
+        # target's must be the CPU's, whose numbers the other cells check.
+        assert module == _lowered_for(spec, "cpu", args).mlir_module(), (
+            f"the {platform} module differs from the CPU's: declare its marker"
+        )
+    if platform == "cpu":
+        # The serialized CPU program, called here (replicated on as many CPU
+        # devices as it was exported for), matches the oracle.
+        loaded = export.deserialize(exported.serialize())
+        mesh = jax.sharding.Mesh(jax.devices("cpu")[: loaded.nr_devices], ("all",))
+        placed = jax.device_put(args, NamedSharding(mesh, P()))
+        assert_outputs(spec, loaded.call(*placed), oracle(spec, args))
+
+
+def _lowered_for(spec: OpSpec, platform: str, args: list[Any]) -> export.Exported:
     structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
-    exported = export.export(
+    return export.export(
         jax.jit(spec.op), platforms=(platform,), disabled_checks=list(spec.export_checks)
     )(*structs)
-    assert exported.platforms == (platform,)
-    marker = spec.platforms[platform]
-    assert re.search(marker, exported.mlir_module()), f"no {marker!r} in the {platform} module"
 
 
 def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], None]:
