@@ -107,5 +107,9 @@ SPEC = OpSpec(
     extra_collectives={
         "jit-auto-*": "its own FSDP gathers, and all-to-alls into its layout",
     },
-    refuse={"jit-explicit-*": OTHER_MESH, "export-symbolic": SYMBOLIC},
+    refuse={
+        "jit-explicit-*": OTHER_MESH,
+        "vmap-sharded-new-axis": OTHER_MESH,
+        "export-symbolic": SYMBOLIC,
+    },
 )
