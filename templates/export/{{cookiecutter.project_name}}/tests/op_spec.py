@@ -149,8 +149,10 @@ SPEC = OpSpec(
     # it; vmap over a new axis folds that axis into b (composable_call).
     shard_map_axes=("b",),
     symbolic_axis="b",
-    # Plain StableHLO on every platform exported: the module holds no custom call.
-    platforms={ {%- for p in cookiecutter.platforms.split(",") %}"{{ p }}": ""{% if not loop.last %}, {% endif %}{% endfor -%} },
+    # Plain StableHLO on every platform exported, no custom call. The CPU's
+    # module is called by lower-cpu; an artifact for several platforms holds
+    # one program for each and picks the target's by its index (a case).
+    platforms={ {%- for p in cookiecutter.platforms.split(",") %}"{{ p }}": {% if p == "cpu" %}""{% else %}r"stablehlo\.case"{% endif %}{% if not loop.last %}, {% endif %}{% endfor -%} },
     refuse={
 {%- if cookiecutter.vjp_order == "0" %}
         **dict.fromkeys(DIFFERENTIATING, NOT_DIFFERENTIABLE),
