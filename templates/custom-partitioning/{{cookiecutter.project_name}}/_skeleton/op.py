@@ -9,12 +9,15 @@ sharding_rule strings with your op's; keep the wiring, which every
 custom_partitioning op needs:
 
 - custom_partitioning has no autodiff rule, so the op is a jax.custom_vjp
-  whose forward and backward are each a custom_partitioning op;
+  whose forward and backward are each a custom_partitioning op; for second
+  order, the forward has a jax.custom_jvp (_fwd_jvp) and the backward a
+  jax.custom_vjp of its own (_bwd_bwd), both plain JAX;
 - it has no batching rule either: each op goes through partitioning.rowwise,
   a custom_vmap that folds the vmapped axis into the rows;
 - it does not run under Explicit mesh axes (the default of jax.make_mesh):
   there the sharding is known at trace time, so the same per-shard functions
-  run under jax.shard_map instead.
+  run under jax.shard_map instead, inside the same vmap rule (a vmapped axis
+  split over the mesh becomes rows split over it).
 
 Under Shardy (the default partitioner) each op needs a sharding_rule, an
 einsum-like description of how operand and result dimensions relate.
@@ -22,7 +25,6 @@ einsum-like description of how operand and result dimensions relate.
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -53,8 +55,14 @@ def {{ cookiecutter.op_name }}(x: ArrayLike) -> jax.Array:
     if explicit(x):
         # Lay x out as the per-shard functions need it (items whole where
         # they cannot stay sharded); autodiff reshards the gradient back.
-        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding)
+        sharding = jax.typeof(x).sharding
+        mesh, batch_axes, item_axes = _mesh_and_axes(sharding)
         x = jax.sharding.reshard(x, NamedSharding(mesh, P(batch_axes, item_axes)))
+        # The result typed as x * x's would be: laid out as x was (each
+        # device keeps its slice of a gathered axis, no collective). TODO:
+        # your result's layout where it is not x's.
+        out: jax.Array = jax.sharding.reshard(_op(x), sharding)
+        return out
     return _op(x)
 
 
@@ -105,19 +113,37 @@ _fwd_op.def_partition(
 )
 
 
-def _fwd(x: jax.Array) -> jax.Array:
-    """The forward: the partitioned op, or shard_map under Explicit axes."""
-    if explicit(x):
-        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding)
-        operand, result = _fwd_specs(batch_axes, item_axes)
-        per_shard = partial(_fwd_shard, item_axes=item_axes)
-        op: Callable[..., Any] = jax.shard_map(
-            per_shard, mesh=mesh, in_specs=operand, out_specs=result
-        )
-    else:
-        op = rowwise(_fwd_op)
-    out: jax.Array = op(x)
+def _fwd_rows(x: jax.Array) -> jax.Array:
+    """The forward on rows: the partitioned op, or shard_map under Explicit
+    axes."""
+    if not explicit(x):
+        out: jax.Array = _fwd_op(x)
+        return out
+    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding)
+    operand, result = _fwd_specs(batch_axes, item_axes)
+    per_shard = partial(_fwd_shard, item_axes=item_axes)
+    # Rows folded in by the vmap rule arrive laid out as they were.
+    x = jax.sharding.reshard(x, NamedSharding(mesh, operand))
+    out = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=result)(x)
     return out
+
+
+@jax.custom_jvp
+def _fwd(x: jax.Array) -> jax.Array:
+    """The forward, with a vmap rule (the vmapped axis folded into the rows)
+    and a JVP rule (below)."""
+    out: jax.Array = rowwise(_fwd_rows)(x)
+    return out
+
+
+@_fwd.defjvp
+def _fwd_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
+    """The forward's tangent, which only second order asks for (first order
+    runs the custom_vjp's rules below, second order differentiates them, and
+    JAX cannot differentiate the partitioned op). TODO: your op's JVP, in
+    plain JAX."""
+    (x,), (x_dot,) = primals, tangents
+    return _fwd(x), 2 * x * x_dot
 
 
 # --- backward -----------------------------------------------------------------
@@ -160,21 +186,45 @@ _bwd_op.def_partition(
 )
 
 
-def _bwd(x: jax.Array, cotangent: jax.Array) -> jax.Array:
-    """The backward: the partitioned op, or shard_map under Explicit axes."""
-    if explicit(x):
-        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding)
-        operands, result = _bwd_specs(batch_axes, item_axes)
-        # The cotangent may arrive laid out otherwise.
-        cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[1]))
-        per_shard = partial(_bwd_shard, item_axes=item_axes)
-        op: Callable[..., Any] = jax.shard_map(
-            per_shard, mesh=mesh, in_specs=operands, out_specs=result
-        )
-    else:
-        op = rowwise(_bwd_op)
-    grad: jax.Array = op(x, cotangent)
+def _bwd_rows(x: jax.Array, cotangent: jax.Array) -> jax.Array:
+    """The backward on rows: the partitioned op, or shard_map under Explicit
+    axes."""
+    if not explicit(x):
+        grad: jax.Array = _bwd_op(x, cotangent)
+        return grad
+    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding)
+    operands, result = _bwd_specs(batch_axes, item_axes)
+    # The cotangent may arrive laid out otherwise (and rows folded in by the
+    # vmap rule as they were).
+    x, cotangent = (
+        jax.sharding.reshard(a, NamedSharding(mesh, s))
+        for a, s in zip((x, cotangent), operands, strict=True)
+    )
+    per_shard = partial(_bwd_shard, item_axes=item_axes)
+    grad = jax.shard_map(per_shard, mesh=mesh, in_specs=operands, out_specs=result)(x, cotangent)
     return grad
+
+
+@jax.custom_vjp
+def _bwd(x: jax.Array, cotangent: jax.Array) -> jax.Array:
+    """The backward, with a vmap rule (the vmapped axis folded into the rows)
+    and a VJP rule of its own (below)."""
+    grad: jax.Array = rowwise(_bwd_rows)(x, cotangent)
+    return grad
+
+
+def _bwd_fwd(x: jax.Array, cotangent: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    return _bwd(x, cotangent), (x, cotangent)
+
+
+def _bwd_bwd(residuals: tuple[jax.Array, jax.Array], g: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The backward's own VJP, which only second order asks for. TODO: your
+    backward's VJP, in plain JAX: here that of 2 * x * cotangent."""
+    x, cotangent = residuals
+    return 2 * cotangent * g, 2 * x * g
+
+
+_bwd.defvjp(_bwd_fwd, _bwd_bwd)
 
 
 # --- the differentiable op ------------------------------------------------------

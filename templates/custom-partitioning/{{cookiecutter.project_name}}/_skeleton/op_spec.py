@@ -15,7 +15,8 @@ from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
 
 # custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
-# mode only, and first order only (its backward is another partitioned op).
+# mode only (second order included: the forward op has a custom_jvp, the
+# backward op a custom_vjp of its own).
 FORWARD_MODE = Refuse(
     TypeError,
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
@@ -47,16 +48,10 @@ SPEC = OpSpec(
     refuse={
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
-        "check-grads-2": Refuse(
-            NotImplementedError,
-            r"Differentiation rule for 'custom_partitioning' not implemented",
-            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
-            " wrap it in a custom_vjp of its own for second order",
-        ),
     },
 {%- if cookiecutter.sharded_axes == "batch" %}
     extra_collectives={
-        "jit-auto-n": "the rule asks for whole rows (sharded_axes=batch): the items axis is"
+        "jit-*-n": "the rule asks for whole rows (sharded_axes=batch): the items axis is"
         " gathered, where the reference needs no collective",
     },
 {%- endif %}

@@ -18,7 +18,8 @@ from oracle import GRADIENTS, VALUES, top_k_f64
 K = 3
 
 # custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
-# mode only, and first order only (its backward is another partitioned op).
+# mode only (second order included: the forward op has a custom_jvp, the
+# backward op a custom_vjp of its own).
 FORWARD_MODE = Refuse(
     TypeError,
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
@@ -44,12 +45,6 @@ SPEC = OpSpec(
     refuse={
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
-        "check-grads-2": Refuse(
-            NotImplementedError,
-            r"Differentiation rule for 'custom_partitioning' not implemented",
-            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
-            " wrap it in a custom_vjp of its own for second order",
-        ),
     },
 {%- if cookiecutter.sharded_axes == "batch,items" %}
     extra_collectives={

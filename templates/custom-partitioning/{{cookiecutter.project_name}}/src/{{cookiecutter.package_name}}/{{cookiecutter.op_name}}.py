@@ -21,11 +21,15 @@ input where it is:
 
 custom_partitioning has no autodiff rule, so {{ cookiecutter.op_name }} is a jax.custom_vjp whose
 forward and backward are each a custom_partitioning op; the backward is a
-scatter that every shard does locally, with no collectives. It has no batching
-rule either: each op is a jax.custom_batching.custom_vmap that folds the
-vmapped axis into the rows. And it does not run under Explicit mesh axes (the
-default of jax.make_mesh): there the sharding is known at trace time, so the
-same per-shard functions run under jax.shard_map instead.
+scatter that every shard does locally, with no collectives. For second order,
+the forward op has a jax.custom_jvp (its tangent gathers the input's tangent
+at the winners) and the backward op a jax.custom_vjp of its own (the scatter's
+VJP is a gather), both plain JAX. It has no batching rule either: each op is
+a jax.custom_batching.custom_vmap that folds the vmapped axis into the rows.
+And it does not run under Explicit mesh axes (the default of jax.make_mesh):
+there the sharding is known at trace time, so the same per-shard functions run
+under jax.shard_map instead, inside the same vmap rule (a vmapped axis split
+over the mesh becomes rows split over it).
 
 Under Shardy (the default partitioner) each op needs a sharding_rule, an
 einsum-like description of how operand and result dimensions relate.
@@ -37,6 +41,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
@@ -178,19 +183,51 @@ _top_k_fwd_op.def_partition(
 )
 
 
-def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The forward: the partitioned op, or shard_map under Explicit axes."""
-    if explicit(x):
-        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
-        operand, results = _fwd_specs(batch_axes, item_axes)
-        per_shard = partial(_fwd_shard, k=k, item_axes=item_axes, in_shard_map=True)
-        op: Callable[..., Any] = jax.shard_map(
-            per_shard, mesh=mesh, in_specs=operand, out_specs=results
-        )
-    else:
-        op = rowwise(lambda x: _top_k_fwd_op(x, k))
-    out: tuple[jax.Array, jax.Array, jax.Array] = op(x)
+def _fwd_rows(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The forward on (rows, items): the partitioned op, or shard_map under
+    Explicit axes."""
+    out: tuple[jax.Array, jax.Array, jax.Array]
+    if not explicit(x):
+        out = _top_k_fwd_op(x, k)
+        return out
+    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, k)
+    operand, results = _fwd_specs(batch_axes, item_axes)
+    per_shard = partial(_fwd_shard, k=k, item_axes=item_axes, in_shard_map=True)
+    # Rows folded in by the vmap rule arrive laid out as they were.
+    x = jax.sharding.reshard(x, NamedSharding(mesh, operand))
+    out = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)(x)
     return out
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The forward, with a vmap rule (the vmapped axis folded into the rows)
+    and a JVP rule (below)."""
+    out: tuple[jax.Array, jax.Array, jax.Array] = rowwise(partial(_fwd_rows, k=k))(x)
+    return out
+
+
+@_fwd.defjvp
+def _fwd_jvp(
+    k: int, primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[tuple[jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array, jax.Array]]:
+    """The forward's tangent: each winner's value moves with its own item.
+
+    Only second order asks for it: it differentiates the custom_vjp's rules
+    below, which first order only runs. (JAX cannot differentiate the
+    partitioned op, so this rule must exist even where the backward ignores
+    the values, as without softmax.)"""
+    (x,), (x_dot,) = primals, tangents
+    values, indices, lse = _fwd(x, k)
+    values_dot = jnp.take_along_axis(x_dot, indices, axis=1)
+    if SOFTMAX:  # values = exp(x[i] - lse): d values = values * (dx[i] - d lse)
+        lse_dot = jnp.sum(jnp.exp(x - lse[:, None]) * x_dot, axis=1)
+        values_dot = values * (values_dot - lse_dot[:, None])
+    else:
+        lse_dot = jnp.zeros_like(lse)
+    # The integer indices have a tangent of dtype float0 (nothing).
+    indices_dot: Any = np.zeros(indices.shape, jax.dtypes.float0)
+    return (values, indices, lse), (values_dot, indices_dot, lse_dot)
 
 
 # --- backward: scatter the cotangent into each shard's own items -------------
@@ -266,25 +303,63 @@ _top_k_bwd_op.def_partition(
 )
 
 
+def _bwd_rows(*operands: jax.Array) -> jax.Array:
+    """The backward on rows (x, indices, cotangent, values, lse): the
+    partitioned op, or shard_map under Explicit axes."""
+    x, indices = operands[:2]
+    if not explicit(x):
+        grad: jax.Array = _top_k_bwd_op(*operands)
+        return grad
+    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape, indices.shape[1])
+    specs, result = _bwd_specs(batch_axes, item_axes)
+    # The cotangent may arrive laid out otherwise (and rows folded in by the
+    # vmap rule as they were).
+    operands = tuple(
+        jax.sharding.reshard(o, NamedSharding(mesh, s))
+        for o, s in zip(operands, specs, strict=True)
+    )
+    per_shard = partial(_bwd_shard, item_axes=item_axes)
+    grad = jax.shard_map(per_shard, mesh=mesh, in_specs=specs, out_specs=result)(*operands)
+    return grad
+
+
+@jax.custom_vjp
 def _bwd(
     x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
 ) -> jax.Array:
-    """The backward: the partitioned op, or shard_map under Explicit axes."""
-    if explicit(x):
-        mesh, batch_axes, item_axes = _mesh_and_axes(
-            jax.typeof(x).sharding, x.shape, indices.shape[1]
-        )
-        operands, result = _bwd_specs(batch_axes, item_axes)
-        # The cotangent may arrive laid out otherwise.
-        cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, operands[2]))
-        per_shard = partial(_bwd_shard, item_axes=item_axes)
-        op: Callable[..., Any] = jax.shard_map(
-            per_shard, mesh=mesh, in_specs=operands, out_specs=result
-        )
-    else:
-        op = rowwise(_top_k_bwd_op)
-    grad: jax.Array = op(x, indices, cotangent, values, lse)
+    """The backward, with a vmap rule (the vmapped axis folded into the rows)
+    and a VJP rule of its own (below)."""
+    grad: jax.Array = rowwise(_bwd_rows)(x, indices, cotangent, values, lse)
     return grad
+
+
+# The backward's residuals: its operands.
+type BwdResiduals = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+
+
+def _bwd_fwd(
+    x: jax.Array, indices: jax.Array, cotangent: jax.Array, values: jax.Array, lse: jax.Array
+) -> tuple[jax.Array, BwdResiduals]:
+    return _bwd(x, indices, cotangent, values, lse), (x, indices, cotangent, values, lse)
+
+
+def _bwd_bwd(residuals: BwdResiduals, g: jax.Array) -> tuple[Any, ...]:
+    """The backward's own VJP, which only second order asks for: the scatter's
+    transpose, a gather of g at the winners (and the softmax terms)."""
+    x, indices, cotangent, values, lse = residuals
+    g_picked = jnp.take_along_axis(g, indices, axis=1)
+    if not SOFTMAX:  # grad = scatter(cotangent): linear in it, constant in the rest
+        zero = jnp.zeros_like
+        return zero(x), None, g_picked, zero(values), zero(lse)
+    # grad = scatter(s) - p * sum(s), with s = cotangent * values, p = exp(x - lse)
+    p = jnp.exp(x - lse[:, None])
+    total = jnp.sum(cotangent * values, axis=1, keepdims=True)
+    g_s = g_picked - jnp.sum(g * p, axis=1, keepdims=True)
+    g_p = g * p * total
+    return -g_p, None, g_s * values, g_s * cotangent, jnp.sum(g_p, axis=1)
+
+
+_bwd.defvjp(_bwd_fwd, _bwd_bwd)
 
 
 # --- the differentiable op ------------------------------------------------------

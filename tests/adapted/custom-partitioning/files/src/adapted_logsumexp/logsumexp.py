@@ -14,7 +14,6 @@ per-shard functions run under jax.shard_map.
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -93,16 +92,22 @@ _fwd_op.def_partition(
 )
 
 
+def _fwd_rows(x: jax.Array) -> jax.Array:
+    out: jax.Array
+    if not explicit(x):
+        out = _fwd_op(x)
+        return out
+    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape)
+    block = P(batch_axes, item_axes)
+    per_shard = partial(_fwd_shard, item_axes=item_axes)
+    # Rows folded in by the vmap rule arrive laid out as they were.
+    x = jax.sharding.reshard(x, NamedSharding(mesh, block))
+    out = jax.shard_map(per_shard, mesh=mesh, in_specs=block, out_specs=P(batch_axes))(x)
+    return out
+
+
 def _fwd(x: jax.Array) -> jax.Array:
-    if explicit(x):
-        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape)
-        per_shard = partial(_fwd_shard, item_axes=item_axes)
-        op: Callable[..., Any] = jax.shard_map(
-            per_shard, mesh=mesh, in_specs=P(batch_axes, item_axes), out_specs=P(batch_axes)
-        )
-    else:
-        op = rowwise(_fwd_op)
-    out: jax.Array = op(x)
+    out: jax.Array = rowwise(_fwd_rows)(x)
     return out
 
 
@@ -135,18 +140,29 @@ _bwd_op.def_partition(
 )
 
 
+def _bwd_rows(x: jax.Array, lse: jax.Array, cotangent: jax.Array) -> jax.Array:
+    grad: jax.Array
+    if not explicit(x):
+        grad = _bwd_op(x, lse, cotangent)
+        return grad
+    mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape)
+    block, rows = P(batch_axes, item_axes), P(batch_axes)
+    # The cotangent may arrive laid out otherwise (and rows folded in by the
+    # vmap rule as they were).
+    x, lse, cotangent = (
+        jax.sharding.reshard(a, NamedSharding(mesh, s))
+        for a, s in zip((x, lse, cotangent), (block, rows, rows), strict=True)
+    )
+    op = jax.shard_map(_bwd_shard, mesh=mesh, in_specs=(block, rows, rows), out_specs=block)
+    grad = op(x, lse, cotangent)
+    return grad
+
+
 def _bwd(x: jax.Array, lse: jax.Array, cotangent: jax.Array) -> jax.Array:
-    if explicit(x):
-        mesh, batch_axes, item_axes = _mesh_and_axes(jax.typeof(x).sharding, x.shape)
-        rows = P(batch_axes)
-        cotangent = jax.sharding.reshard(cotangent, NamedSharding(mesh, rows))
-        block = P(batch_axes, item_axes)
-        op: Callable[..., Any] = jax.shard_map(
-            _bwd_shard, mesh=mesh, in_specs=(block, rows, rows), out_specs=block
-        )
-    else:
-        op = rowwise(_bwd_op)
-    grad: jax.Array = op(x, lse, cotangent)
+    # The explicit path inside the vmap rule: under vmap over an axis split
+    # over an Explicit mesh axis, JAX batches a custom_vjp's rules without
+    # marking that axis as vmapped, and a shard_map there would gather it.
+    grad: jax.Array = rowwise(_bwd_rows)(x, lse, cotangent)
     return grad
 
 
