@@ -143,8 +143,9 @@ def matmul(
         operands.append(bias.reshape(1, n))
     out_spec = pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j))
     operands, varying = vary_alike(operands)
-    if varying.varying and interpreted(interpret):
-        _refuse_varying(varying.varying)
+    interpreter = interpreter_for(varying)
+    if interpret is True:
+        interpret = interpreter
     out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
         out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32, manual_axis_type=varying))
@@ -169,7 +170,9 @@ def matmul(
     )
     if interpret is None:
         outputs: list[jax.Array] = native_or_interpreted(
-            lambda *x: call(interpret=False)(*x), lambda *x: call(interpret=True)(*x), *operands
+            lambda *x: call(interpret=False)(*x),
+            lambda *x: call(interpret=interpreter)(*x),
+            *operands,
         )
     else:
         outputs = call(interpret=interpret)(*operands)
@@ -197,16 +200,18 @@ def interpreted(interpret: Interpret) -> bool:
     return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
 
 
-def _refuse_varying(axes: frozenset[str]) -> None:
-    """Pallas's interpreter (JAX 0.12) cannot run a kernel whose operands vary
-    over mesh axes (inside jax.shard_map with check_vma=True): its grid loop
-    drops the varying axes and lowering fails deep inside JAX. Say so, with
-    the fix, before that."""
-    raise NotImplementedError(
-        f"the kernel: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
-        "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
-        "check_vma=False to jax.shard_map; compiled on a TPU the kernel runs as is"
-    )
+def interpreter_for(varying: ManualAxisType) -> bool | pltpu.InterpretParams:
+    """The interpreter for operands of this type. Inside jax.shard_map with
+    check_vma=True (operands that vary over mesh axes), Pallas's TPU
+    interpreter (pltpu.InterpretParams), which keeps their varying axes: the
+    generic one (interpret=True, JAX 0.12's pallas_call_hlo_interpret) replays
+    the kernel body, traced without them, on varying blocks, and JAX's check
+    of varying axes fails ("Primitive add requires varying manual axes to
+    match"). Elsewhere the generic one: the TPU interpreter cannot run
+    a vmapped kernel (its lowering fails on the grid axis vmap adds), and its
+    host callbacks are effects, which vmap of lax.platform_dependent refuses.
+    Both run the same kernel body."""
+    return pltpu.InterpretParams() if varying.varying else True
 
 
 def native_or_interpreted[T](

@@ -182,13 +182,15 @@ def interpreted(interpret: Interpret) -> bool:
 
 
 def _refuse_varying(axes: frozenset[str]) -> None:
-    """Pallas's interpreter (JAX 0.12) cannot run a kernel whose operands vary
-    over mesh axes (inside jax.shard_map with check_vma=True): its grid loop
-    drops the varying axes and lowering fails deep inside JAX. Say so, with
-    the fix, before that."""
+    """Pallas's generic interpreter (JAX 0.12's pallas_call_hlo_interpret, the
+    only one for this backend) cannot run a kernel whose operands vary over
+    mesh axes (inside jax.shard_map with check_vma=True): it replays the kernel
+    body, traced without varying axes, on varying blocks, and JAX's check of
+    varying axes fails deep inside the lowering (here, the k loop's scan:
+    "mismatched varying manual axes"). Say so, with the fix, before that."""
     raise NotImplementedError(
         f"the kernel: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
-        "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
+        "with check_vma=True), which Pallas's generic interpreter (JAX 0.12) cannot run: pass "
         "check_vma=False to jax.shard_map; compiled on a GPU the kernel runs as is"
     )
 

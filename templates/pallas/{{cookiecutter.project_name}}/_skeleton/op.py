@@ -9,13 +9,13 @@ builds the custom_partitioning rule for jit with Auto shardings).
 Around the kernel, as in the worked example: implementation="auto" |
 "kernel" | "reference" (IMPLEMENTATION_ENV overrides it), chosen per lowering
 platform; under Explicit mesh axes the kernel runs per shard through
-jax.shard_map.
+jax.shard_map, and so does each slice of a vmapped batch split over them.
 """
 
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import jax
 import jax.numpy as jnp
@@ -114,20 +114,27 @@ def resolve_implementation(implementation: str) -> Implementation:
 
 @partial(jax.custom_vjp, nondiff_argnums=(1, 2))
 def _differentiable(x: jax.Array, bm: int, interpret: kernel.Interpret) -> jax.Array:
-    return kernel.scale(x, 1.0, block_m=bm, interpret=interpret)
+    return _scale(x, 1.0, bm, interpret)
+
+
+def _scale(x: jax.Array, factor: float, bm: int, interpret: kernel.Interpret) -> jax.Array:
+    """The kernel call (TODO: yours), batched per shard (_batches_per_shard)."""
+    call = partial(kernel.scale, factor=factor, block_m=bm, interpret=interpret)
+    y: jax.Array = _batches_per_shard(call)(x)
+    return y
 
 
 {% if cookiecutter.backward == "kernel" -%}
 def _fwd(x: jax.Array, bm: int, interpret: kernel.Interpret) -> tuple[jax.Array, None]:
-    return kernel.scale(x, 1.0, block_m=bm, interpret=interpret), None
+    return _scale(x, 1.0, bm, interpret), None
 
 
 def _bwd(bm: int, interpret: kernel.Interpret, _: None, g: jax.Array) -> tuple[jax.Array]:
     # TODO: your op's backward. The identity's: dx = g * 1, the same kernel.
-    return (kernel.scale(g, 1.0, block_m=bm, interpret=interpret),)
+    return (_scale(g, 1.0, bm, interpret),)
 {%- else -%}
 def _fwd(x: jax.Array, bm: int, interpret: kernel.Interpret) -> tuple[jax.Array, jax.Array]:
-    return kernel.scale(x, 1.0, block_m=bm, interpret=interpret), x
+    return _scale(x, 1.0, bm, interpret), x
 
 
 def _bwd(bm: int, interpret: kernel.Interpret, x: jax.Array, g: jax.Array) -> tuple[jax.Array]:
@@ -150,8 +157,8 @@ def _per_shard(local: Callable[..., jax.Array], x: jax.Array) -> jax.Array:
     rows, cols = (tuple(jax.typeof(x).sharding.spec) + (None, None))[:2]
     named = {a for entry in (rows, cols) for a in _mesh_axes(entry)}
 
-    # check_vma=False: Pallas's interpreter (JAX 0.12) drops the operands'
-    # varying axes in its grid loop.
+    # check_vma=False: Pallas's generic interpreter (JAX 0.12) replays the
+    # kernel body on varying blocks, traced without their varying axes, and fails.
     def per_shard(x: jax.Array) -> jax.Array:
         return jax.shard_map(
             local,
@@ -178,3 +185,32 @@ def _mesh_axes(entry: object) -> tuple[str, ...]:
     if entry is None:
         return ()
     return entry if isinstance(entry, tuple) else (entry,)
+
+
+def _batches_per_shard[T](call: Callable[..., T]) -> Callable[..., T]:
+    """call, whose vmap runs per shard where the batch axis is split over
+    Explicit mesh axes: jax.shard_map over them (check_vma=False, as in
+    _per_shard) of call vmapped on each device's slice. pallas_call's own
+    batching rule reads the mesh from the context (jax.set_mesh) and runs a
+    check_vma=True shard_map, which Pallas's generic interpreter cannot."""
+    batched = jax.custom_batching.custom_vmap(call)
+
+    @batched.def_vmap
+    def rule(_: int, in_batched: list[bool], *operands: jax.Array) -> tuple[T, Any]:
+        local = jax.vmap(call, in_axes=[0 if x else None for x in in_batched])
+        types = [jax.typeof(x) for x, b in zip(operands, in_batched, strict=True) if b]
+        split = [t.sharding for t in types if t.sharding.spec and t.sharding.spec[0] is not None]
+        if split:
+            axes = _mesh_axes(split[0].spec[0])
+            local = jax.shard_map(
+                local,
+                mesh=split[0].mesh,
+                in_specs=tuple(P(axes) if b else P() for b in in_batched),
+                out_specs=P(axes),
+                axis_names=set(axes),
+                check_vma=False,
+            )
+        out = local(*operands)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return batched

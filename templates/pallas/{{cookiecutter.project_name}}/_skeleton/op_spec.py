@@ -47,23 +47,24 @@ FLOAT64 = Refuse(
 
 {%- if cookiecutter.backend == "mosaic_gpu" %}
 # Mosaic GPU's interpreter keeps one global state for all devices: the kernel
-# refuses to be interpreted per shard on several devices (a GPU runs it), and
-# custom_partitioning cannot hold the interpreter's ordered io_callbacks.
+# refuses to be interpreted per shard on several devices (a GPU runs it): in
+# jax.shard_map, under an Explicit mesh, and vmapped over a batch split over
+# one. And custom_partitioning cannot hold the interpreter's ordered io_callbacks.
 SEVERAL_DEVICES = Refuse(
     NotImplementedError,
     r"the kernel: per shard on several devices",
-    "interpreted only: refused (one device at a time); compiled, it runs",
+    "interpreted: one device only",
 )
 PARTITIONED = Refuse(
     NotImplementedError,
     r"{{ cookiecutter.op_name }}: custom_partitioning cannot hold",
-    "interpreted only: refused, call {{ cookiecutter.op_name }}; compiled, it runs",
+    "interpreted: call {{ cookiecutter.op_name }}",
 )
 # The same io_callbacks are effects, which jax.checkpoint cannot differentiate.
 CHECKPOINT_EFFECTS = Refuse(
     NotImplementedError,
     r"Effects not supported in AD of .checkpoint./.remat.",
-    "interpreted only: refused (the interpreter's host callbacks); compiled, it runs",
+    "interpreted: host callbacks",
 )
 # Those refusals are the interpreter's, so they apply where the cells run it:
 # the kernel is interpreted off a GPU (kernel.device_platform). The unsharded
@@ -73,18 +74,22 @@ INTERPRETS = not kernel.runs_natively()
 SHARDS_INTERPRETED = mesh_devices(4)[0].platform != "gpu"
 INTERPRETED_SHARDED = {
     "shard-map-*": SEVERAL_DEVICES,
+    "vmap-sharded-new-axis": SEVERAL_DEVICES,
     "jit-explicit-[mn]": SEVERAL_DEVICES,
     "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
     "jit-explicit-2d-*": SEVERAL_DEVICES,
     "jit-auto-*": PARTITIONED,
 }
-{%- else %}
-# Inside jax.shard_map with check_vma=True, Pallas's interpreter (JAX 0.12)
-# drops the varying axes in its grid loop: the interpreted kernel refuses.
+{%- elif cookiecutter.backend == "triton" %}
+# Inside jax.shard_map with check_vma=True, Pallas's generic interpreter (JAX
+# 0.12's pallas_call_hlo_interpret, this backend's only one) replays the kernel
+# body, traced without varying axes, on varying blocks, and fails JAX's check
+# of varying axes: the interpreted kernel refuses. (The TPU backend runs these
+# cells in Pallas's TPU interpreter.)
 INTERPRETER_VMA = Refuse(
     NotImplementedError,
     r"the kernel: the operands vary over the mesh axes .* pass check_vma=False",
-    "interpreted only: refused, pass check_vma=False; compiled, it runs",
+    "interpreted: check_vma=False only",
 )
 {%- endif %}
 
@@ -137,7 +142,7 @@ SPEC = OpSpec(
 {%- if cookiecutter.backend == "mosaic_gpu" %}
         **(INTERPRETED_SHARDED if SHARDS_INTERPRETED else {}),
         **({"checkpoint": CHECKPOINT_EFFECTS} if INTERPRETS else {}),
-{%- else %}
+{%- elif cookiecutter.backend == "triton" %}
         "shard-map-*": INTERPRETER_VMA,
 {%- endif %}
     },

@@ -46,8 +46,9 @@ def scale(x: jax.Array, factor: float, *, block_m: int, interpret: Interpret = N
     bm = min(block_m, m) if isinstance(sizes[0], int) else block_m
     check_block("x", (bm, n), x.shape)
     (x,), varying = vary_alike([x])
-    if varying.varying and interpreted(interpret):
-        _refuse_varying(varying.varying)
+    interpreter = interpreter_for(varying)
+    if interpret is True:
+        interpret = interpreter
     spec = pl.BlockSpec((bm, n), lambda i: (i, 0))
     call = functools.partial(
         pl.pallas_call,
@@ -60,7 +61,7 @@ def scale(x: jax.Array, factor: float, *, block_m: int, interpret: Interpret = N
     )
     if interpret is None:
         out: jax.Array = native_or_interpreted(
-            lambda x: call(interpret=False)(x), lambda x: call(interpret=True)(x), x
+            lambda x: call(interpret=False)(x), lambda x: call(interpret=interpreter)(x), x
         )
         return out
     result: jax.Array = call(interpret=interpret)(x)
@@ -90,15 +91,13 @@ def interpreted(interpret: Interpret) -> bool:
     return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
 
 
-def _refuse_varying(axes: frozenset[str]) -> None:
-    """Pallas's interpreter (JAX 0.12) cannot run a kernel whose operands vary
-    over mesh axes (inside jax.shard_map with check_vma=True): say so, with the
-    fix, before lowering fails deep inside JAX."""
-    raise NotImplementedError(
-        f"the kernel: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
-        "with check_vma=True), which Pallas's interpreter (JAX 0.12) cannot run: pass "
-        "check_vma=False to jax.shard_map; compiled on a TPU the kernel runs as is"
-    )
+def interpreter_for(varying: ManualAxisType) -> bool | pltpu.InterpretParams:
+    """Operands that vary over mesh axes (jax.shard_map, check_vma=True): the
+    TPU interpreter, which keeps their varying axes (the generic one, JAX 0.12,
+    replays the kernel body on varying blocks, traced without them, and
+    fails). Elsewhere the generic one: the TPU interpreter cannot run a
+    vmapped kernel. Same kernel body either way."""
+    return pltpu.InterpretParams() if varying.varying else True
 
 
 def native_or_interpreted[T](

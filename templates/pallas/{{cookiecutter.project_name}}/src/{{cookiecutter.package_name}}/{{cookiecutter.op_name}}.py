@@ -22,14 +22,15 @@ Around the kernel, what makes it usable in a model:
 - Block sizes come from the tuned table (block_table.py) for the device the
   kernel runs on when the caller gives none, else from kernel.DEFAULT_BLOCKS.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
-  shard through jax.shard_map. For jit with Auto shardings, see
-  partitioning.py, which works from SHARDING_RULE and WHOLE_AXES below.
+  shard through jax.shard_map; so does each slice of a vmapped batch split
+  over Explicit mesh axes (_batches_per_shard). For jit with Auto shardings,
+  see partitioning.py, which works from SHARDING_RULE and WHOLE_AXES below.
 """
 
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Literal, NamedTuple, cast, get_args
+from typing import Any, Literal, NamedTuple, cast, get_args
 
 import jax
 import jax.numpy as jnp
@@ -247,8 +248,9 @@ def _per_shard(
             "axis, which the output cannot be: jax.sharding.reshard one of them"
         )
 
-    # check_vma=False because Pallas's interpreter (JAX 0.12) cannot run with
-    # it on: its grid loop drops the operands' varying axes. The transpose
+    # check_vma=False because Pallas's generic interpreter (JAX 0.12) cannot
+    # run with it on (it replays the kernel body on varying blocks, traced
+    # without their varying axes; only the TPU backend has another). The transpose
     # then sums each operand's cotangent over the named axes its spec leaves
     # out (db over the row shards, da over the column shards): the sums the
     # gradient needs, and no others, since only the named mesh axes enter the
@@ -287,6 +289,41 @@ def _mesh_axes(entry: object) -> tuple[str, ...]:
     return entry if isinstance(entry, tuple) else (entry,)
 
 
+def _batches_per_shard[T](call: Callable[..., T]) -> Callable[..., T]:
+    """call, whose vmap runs per shard where the batch axis is split over
+    Explicit mesh axes (jit(vmap(op)) on a batch placed over a mesh).
+
+    pallas_call's own batching rule would shard_map over those axes, but it
+    takes the mesh from the context (jax.set_mesh; outside it, a KeyError),
+    and its shard_map has check_vma=True, which Pallas's generic interpreter
+    cannot run. Here: jax.shard_map over the batch's mesh axes, check_vma=False
+    as in _per_shard, of call vmapped on each device's slice of the batch
+    (pallas_call's batching rule folds that into the kernel's grid). Any other
+    batch: vmap as usual."""
+    batched = jax.custom_batching.custom_vmap(call)
+
+    @batched.def_vmap
+    def rule(_: int, in_batched: list[bool], *operands: jax.Array) -> tuple[T, Any]:
+        local = jax.vmap(call, in_axes=[0 if x else None for x in in_batched])
+        # Each batched operand's type: its leading axis is the batch.
+        types = [jax.typeof(x) for x, b in zip(operands, in_batched, strict=True) if b]
+        split = [t.sharding for t in types if t.sharding.spec and t.sharding.spec[0] is not None]
+        if split:
+            axes = _mesh_axes(split[0].spec[0])
+            local = jax.shard_map(
+                local,
+                mesh=split[0].mesh,
+                in_specs=tuple(P(axes) if b else P() for b in in_batched),
+                out_specs=P(axes),
+                axis_names=set(axes),
+                check_vma=False,
+            )
+        out = local(*operands)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return batched
+
+
 def _check_all_blocks(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
 ) -> None:
@@ -315,7 +352,10 @@ def _check_all_blocks(
 def _differentiable(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
 ) -> jax.Array:
-    return kernel.matmul(a, b, bias, **blocks._asdict(), activation="gelu", interpret=interpret)
+    sizes = blocks._asdict()
+    forward = partial(kernel.matmul, **sizes, activation="gelu", interpret=interpret)
+    y: jax.Array = _batches_per_shard(forward)(a, b, bias)
+    return y
 
 
 {% if cookiecutter.backward == "kernel" -%}
@@ -326,15 +366,14 @@ type Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 def _fwd(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
 ) -> tuple[jax.Array, Residuals]:
-    y, z = kernel.matmul(
-        a,
-        b,
-        bias,
+    forward = partial(
+        kernel.matmul,
         **blocks._asdict(),
         activation="gelu",
         return_preactivation=True,
         interpret=interpret,
     )
+    y, z = _batches_per_shard(forward)(a, b, bias)
     return y, (a, b, bias, z)
 
 
@@ -369,12 +408,9 @@ def _bwd(
     dz = g.astype(jnp.float32) * _gelu_slope(z)
     dz_in = dz.astype(a.dtype)  # feed the MXU / tensor cores in the input dtype
     sizes = blocks._asdict()
-    da = kernel.matmul(
-        dz_in, b, None, **sizes, activation=None, transpose_b=True, interpret=interpret
-    )
-    db = kernel.matmul(
-        a, dz_in, None, **sizes, activation=None, transpose_a=True, interpret=interpret
-    )
+    matmul = partial(kernel.matmul, bias=None, **sizes, activation=None, interpret=interpret)
+    da = _batches_per_shard(partial(matmul, transpose_b=True))(dz_in, b)
+    db = _batches_per_shard(partial(matmul, transpose_a=True))(a, dz_in)
     return da, db, jnp.sum(dz, axis=0).astype(bias.dtype)
 {%- else -%}
 # The residuals: the operands, for the reference's VJP.
@@ -384,7 +420,8 @@ type Residuals = tuple[jax.Array, jax.Array, jax.Array]
 def _fwd(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
 ) -> tuple[jax.Array, Residuals]:
-    y = kernel.matmul(a, b, bias, **blocks._asdict(), activation="gelu", interpret=interpret)
+    forward = partial(kernel.matmul, **blocks._asdict(), activation="gelu", interpret=interpret)
+    y: jax.Array = _batches_per_shard(forward)(a, b, bias)
     return y, (a, b, bias)
 
 

@@ -35,13 +35,6 @@ FLOAT64 = Refuse(
     r"must be float32 or bfloat16",
     "refused: no float64 kernel; the gradient cells check against the float64 oracle",
 )
-# Inside jax.shard_map with check_vma=True, Pallas's interpreter (JAX 0.12)
-# drops the varying axes in its grid loop: the interpreted kernel refuses.
-INTERPRETER_VMA = Refuse(
-    NotImplementedError,
-    r"the kernel: the operands vary over the mesh axes .* pass check_vma=False",
-    "interpreted only: refused, pass check_vma=False; compiled, it runs",
-)
 
 SPEC = OpSpec(
     name="softmax",
@@ -64,6 +57,5 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
-        "shard-map-*": INTERPRETER_VMA,
     },
 )

@@ -16,7 +16,7 @@ import functools
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import jax
 import jax.numpy as jnp
@@ -111,12 +111,9 @@ def _rows(
     """body over (bm, n) row tiles of the operands, one output of their shape."""
     (m, n), dtype = operands[0].shape, operands[0].dtype
     operands, varying = kernel.vary_alike(operands)
-    if varying.varying and kernel.interpreted(interpret):
-        raise NotImplementedError(
-            f"the kernel: the operands vary over the mesh axes {sorted(varying.varying)} "
-            "(jax.shard_map with check_vma=True), which Pallas's interpreter cannot run: "
-            "pass check_vma=False to jax.shard_map"
-        )
+    interpreter = kernel.interpreter_for(varying)
+    if interpret is True:
+        interpret = interpreter
     spec = pl.BlockSpec((bm, n), lambda i: (i, 0))
     call = functools.partial(
         pl.pallas_call,
@@ -129,7 +126,9 @@ def _rows(
     )
     if interpret is None:
         out: jax.Array = kernel.native_or_interpreted(
-            lambda *x: call(interpret=False)(*x), lambda *x: call(interpret=True)(*x), *operands
+            lambda *x: call(interpret=False)(*x),
+            lambda *x: call(interpret=interpreter)(*x),
+            *operands,
         )
         return out
     result: jax.Array = call(interpret=interpret)(*operands)
@@ -151,16 +150,24 @@ def _backward_kernel(y_ref: jax.Ref, g_ref: jax.Ref, dx_ref: jax.Ref) -> None:
 
 @partial(jax.custom_vjp, nondiff_argnums=(1, 2))
 def _differentiable(x: jax.Array, bm: int, interpret: kernel.Interpret) -> jax.Array:
-    return _rows(_forward_kernel, [x], bm, interpret)
+    return _forward(x, bm, interpret)
+
+
+def _forward(x: jax.Array, bm: int, interpret: kernel.Interpret) -> jax.Array:
+    rows = partial(_rows, _forward_kernel, bm=bm, interpret=interpret)
+    y: jax.Array = _batches_per_shard(lambda x: rows([x]))(x)
+    return y
 
 
 def _fwd(x: jax.Array, bm: int, interpret: kernel.Interpret) -> tuple[jax.Array, jax.Array]:
-    y = _rows(_forward_kernel, [x], bm, interpret)
+    y = _forward(x, bm, interpret)
     return y, y
 
 
 def _bwd(bm: int, interpret: kernel.Interpret, y: jax.Array, g: jax.Array) -> tuple[jax.Array]:
-    return (_rows(_backward_kernel, [y, g.astype(y.dtype)], bm, interpret),)
+    backward = partial(_rows, _backward_kernel, bm=bm, interpret=interpret)
+    dx: jax.Array = _batches_per_shard(lambda y, g: backward([y, g]))(y, g.astype(y.dtype))
+    return (dx,)
 
 
 _differentiable.defvjp(_fwd, _bwd)
@@ -198,3 +205,32 @@ def _per_shard(local: Callable[..., jax.Array], x: jax.Array) -> jax.Array:
     out = NamedSharding(mesh, P(rows, None))
     result: jax.Array = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)(x)
     return result
+
+
+def _batches_per_shard[T](call: Callable[..., T]) -> Callable[..., T]:
+    """call, whose vmap runs per shard where the batch axis is split over
+    Explicit mesh axes: jax.shard_map over them (check_vma=False, as in
+    _per_shard) of call vmapped on each device's slice. pallas_call's own
+    batching rule reads the mesh from the context (jax.set_mesh)."""
+    batched = jax.custom_batching.custom_vmap(call)
+
+    @batched.def_vmap
+    def rule(_: int, in_batched: list[bool], *operands: jax.Array) -> tuple[T, Any]:
+        local = jax.vmap(call, in_axes=[0 if x else None for x in in_batched])
+        types = [jax.typeof(x) for x, b in zip(operands, in_batched, strict=True) if b]
+        split = [t.sharding for t in types if t.sharding.spec and t.sharding.spec[0] is not None]
+        if split:
+            entry = split[0].spec[0]
+            axes = entry if isinstance(entry, tuple) else (entry,)
+            local = jax.shard_map(
+                local,
+                mesh=split[0].mesh,
+                in_specs=tuple(P(axes) if b else P() for b in in_batched),
+                out_specs=P(axes),
+                axis_names=set(axes),
+                check_vma=False,
+            )
+        out = local(*operands)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return batched
