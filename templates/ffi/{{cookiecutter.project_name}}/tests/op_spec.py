@@ -58,10 +58,22 @@ def {{ cookiecutter.op_name }}_f64(x, eps=1e-6):
 ORACLE = {{ cookiecutter.op_name }}_f64
 {%- endif %}
 
-ROWS_GATHERED = (
-    "the split rows are gathered whole: 1 all-gather forward, 2 for the gradient (x and "
-    "its cotangent), where the reference all-reduces its row sums"
+# The handlers need whole rows (rowwise.REDUCED): a row split across devices
+# is gathered first. Rows split along the batch axis need no communication.
+{%- if cookiecutter.example == "rms_norm" %}
+SPLIT_ROWS = (
+    "the row (n, which the handlers reduce over) is split: it is gathered whole, "
+    "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
+    "reference all-reduces partial row sums (1 and 2 all-reduces)"
 )
+{%- else %}
+# TODO: say what your reference does instead (the identity needs no communication).
+SPLIT_ROWS = (
+    "the row (n, which the handlers reduce over) is split: it is gathered whole, "
+    "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
+    "reference, the identity, needs none"
+)
+{%- endif %}
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
@@ -87,15 +99,13 @@ SPEC = OpSpec(
     platforms={"cpu": rf"custom_call @{FORWARD}\b"},
 {%- endif %}
     export_checks=tuple(export.DisabledSafetyCheck.custom_call(t) for t in TARGETS),
-    # Auto axes: x's sharding is unknown while tracing, and XLA cannot split
-    # a custom call it knows nothing about, so it gathers x whole first. A
-    # split row (n) under explicit axes: each row must be whole on one device,
-    # so the op gathers it (and splits the result again).
+    # Under jit, auto and explicit mesh axes alike, the FFI calls are split
+    # by the sharding rule rowwise.py derives from the handlers' axes: a split
+    # batch axis stays split, with no communication, gradient included.
     extra_collectives={
-        "jit-auto-*": "auto axes gather x whole: XLA cannot split a custom call; use an "
-        "explicit-axes mesh (jax.make_mesh's default) or shard_map",
-        "jit-explicit-n": ROWS_GATHERED,
-        "jit-explicit-set-mesh-n": ROWS_GATHERED,
+        "jit-auto-n": SPLIT_ROWS,
+        "jit-explicit-n": SPLIT_ROWS,
+        "jit-explicit-set-mesh-n": SPLIT_ROWS,
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.

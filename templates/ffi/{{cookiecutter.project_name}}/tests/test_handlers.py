@@ -143,8 +143,8 @@ def test_nested_vmap_of_rank_1_inputs(rng):
 
 
 def test_vmap_is_one_handler_call(rng):
-    # vmap_method="broadcast_all": the batch becomes more rows of one call,
-    # not a loop of calls.
+    # The batching rule (rowwise.py: what vmap_method="broadcast_all" would
+    # do): the batch becomes more rows of one call, not a loop of calls.
     hlo = jax.jit(jax.vmap(op)).lower(data(rng, (8, 6, 10), "float32")).as_text()
     assert hlo.count(f"@{FORWARD}(") == 1
     assert "while" not in hlo

@@ -1,6 +1,7 @@
 """The machinery between the op's Python (`{{ cookiecutter.op_name }}.py`) and its C++ handlers:
 registration of the FFI targets, the two FFI calls, the check that rows are
-not empty, and the sharding wrapper that hands each device whole rows.
+not empty, and the calls' sharding and batching rules, derived from one
+declaration of the handlers' axes.
 
 The handlers (csrc/) compute a row-wise op over the last axis of x: the
 forward call returns y (x's shape and dtype) and one residual per row, the
@@ -9,11 +10,16 @@ rows themselves are csrc/{{ cookiecutter.op_name }}_kernels.h.
 """
 
 from collections.abc import Callable
+from functools import cache, partial
+from operator import attrgetter
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import AbstractMesh, Mesh
+import numpy as np
+from jax.custom_batching import custom_vmap
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import AbstractMesh, Mesh, NamedSharding
 from jax.typing import DTypeLike
 
 try:
@@ -34,6 +40,18 @@ TARGETS = (FORWARD, BACKWARD)
 # The name of the handlers' one attribute (kAttribute in the kernel file).
 ATTRIBUTE: str = _ffi.attribute
 
+# The handlers' axes, declared once: each FFI call's operands and results in
+# the einsum-like notation of a Shardy sharding rule. "..." stands for x's
+# leading axes (any number of them, each a batch of rows), "n" for its last
+# axis, the row. REDUCED names the axes the handlers reduce over: a device
+# must hold them whole, so they are gathered where they arrive split. Every
+# other axis stays split across devices as it comes, and each device runs the
+# handler on its own rows: the sharding rule and the per-device layouts below
+# follow from these three lines, for any op the handlers compute.
+FORWARD_AXES = "... n -> ... n, ..."  # x -> y, residual
+BACKWARD_AXES = "... n, ..., ... n -> ... n"  # x, residual, cotangent -> dx
+REDUCED = ("n",)
+
 
 def _register() -> None:
     # The CUDA handlers register even without a GPU; XLA only looks them up
@@ -52,14 +70,8 @@ def cuda_available() -> bool:
 
 
 def apply(local: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
-    """local(x), with x's rows whole on each device: local is the op on an
-    unsharded block of rows (the custom_vjp around the FFI calls).
-
-    An x whose leading axes are sharded over an explicit-axes mesh
-    (jax.make_mesh's default) runs shard by shard, with no communication,
-    gradient included; a sharded last axis is gathered first, and the result
-    sharded like x again.
-    """
+    """local(x) after the check that x's rows are not empty: local is the op
+    (the custom_vjp around the FFI calls)."""
     if x.ndim and x.shape[-1] == 0:
         # The handler refuses this too, but XLA skips a call whose used results
         # are all empty, so under jit only this check is sure to run.
@@ -67,53 +79,7 @@ def apply(local: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
             f"{OP}: x has rows of length 0 (shape {x.shape}); the op needs at least one "
             "element per row"
         )
-    rows = _row_sharding(x)
-    if rows is None:
-        return local(x)
-    mesh, spec = rows
-    given = jax.typeof(x).sharding
-    if tuple(given.spec) != tuple(spec):
-        # Each row must be whole on one device: gather a sharded last axis,
-        # and give the result x's own sharding back (as the plain-JAX op's
-        # result has it): the gather is the handler's need, not the caller's.
-        whole_rows: jax.Array = jax.sharding.reshard(x, jax.NamedSharding(mesh, spec))
-        result = apply(local, whole_rows)
-        if result.shape != x.shape:
-            return result
-        restored: jax.Array = jax.sharding.reshard(result, given)
-        return restored
-    if all(axis is None for axis in spec):
-        return local(x)
-    # Inside, each block varies over the mesh axes that spec names, and the
-    # FFI results are declared with that type (see _result_type). Keep
-    # shard_map's check of it (check_vma) on: turned off, the transpose sums
-    # every cotangent over the mesh axes the spec leaves unnamed, an
-    # all-reduce that the plain-JAX gradient does not have.
-    sharded: Callable[[jax.Array], jax.Array] = jax.shard_map(
-        lambda block: local(block), mesh=mesh, in_specs=spec, out_specs=spec
-    )
-    return sharded(x)
-
-
-def _row_sharding(x: jax.Array) -> tuple[Mesh | AbstractMesh, jax.P] | None:
-    """(mesh, spec): x's sharding with every row whole on one device (the last
-    axis unsharded), when x is sharded and JAX knows it while tracing
-    (explicit-axes meshes); else None.
-
-    XLA cannot partition a custom call it knows nothing about: given a sharded
-    operand it gathers it whole onto every device first. Running the call
-    inside shard_map hands each device its own rows instead. (An ffi_call can
-    also be made batch-partitionable, but under Shardy, JAX's default
-    partitioner, that needs an sdy.sharding_rule attribute that ffi_call
-    cannot attach; see README.md.)
-    """
-    sharding = jax.typeof(x).sharding
-    if x.ndim < 1 or sharding.mesh.empty:
-        return None
-    spec = tuple(sharding.spec) + (None,) * (x.ndim - len(sharding.spec))
-    if all(axis is None for axis in spec):
-        return None
-    return sharding.mesh, jax.P(*spec[:-1], None)
+    return local(x)
 
 
 def residual_dtype(dtype: DTypeLike) -> DTypeLike:
@@ -121,44 +87,168 @@ def residual_dtype(dtype: DTypeLike) -> DTypeLike:
     return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
-def _result_type(x: jax.Array, shape: tuple[int, ...], dtype: DTypeLike) -> jax.ShapeDtypeStruct:
-    """The type of an FFI result laid out in x's rows: shape and dtype as
-    given, x's mesh and row sharding, and x's varying manual axes.
-
-    ffi_call gives its results exactly the types declared, and a bare
-    ShapeDtypeStruct(shape, dtype) inside shard_map declares a value that is
-    the same on every device. x's row block is not, so take the type from
-    jax.typeof(x): then the results vary over the same mesh axes as x.
-    """
-    x_type = jax.typeof(x)
-    mesh = x_type.sharding.mesh
-    if mesh.empty:
-        return jax.ShapeDtypeStruct(shape, dtype)
-    rows = jax.P(*x_type.sharding.spec[: x.ndim - 1])  # every row whole
-    return jax.ShapeDtypeStruct(
-        shape,
-        dtype,
-        sharding=jax.NamedSharding(mesh, rows),
-        manual_axis_type=x_type.manual_axis_type,
-    )
-
-
 def forward(x: jax.Array, **attribute: Any) -> tuple[jax.Array, jax.Array]:
     """(y, residual) from the forward handler. `attribute`: the one attribute,
     by its name, as np.float64 (the handler binds Attr<double>)."""
-    y_type = _result_type(x, x.shape, x.dtype)
-    residual_type = _result_type(x, x.shape[:-1], residual_dtype(x.dtype))
-    # vmap_method="broadcast_all": under vmap the handler receives every
-    # operand with the batch axis in front, which to a row-wise op is just
-    # more rows: one call for the whole batch.
-    call = jax.ffi.ffi_call(FORWARD, (y_type, residual_type), vmap_method="broadcast_all")
-    y, residual = call(x, **attribute)
+    y, residual = _FORWARD(tuple(attribute.items()))(x)
     return y, residual
 
 
 def backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -> jax.Array:
     """dx from the backward handler."""
-    dx = _result_type(x, x.shape, x.dtype)
-    call = jax.ffi.ffi_call(BACKWARD, dx, vmap_method="broadcast_all")
-    result: jax.Array = call(x, residual, cotangent)
-    return result
+    dx: jax.Array
+    (dx,) = _BACKWARD(())(x, residual, cotangent)
+    return dx
+
+
+def _forward_results(x: jax.Array) -> tuple[tuple[tuple[int, ...], DTypeLike], ...]:
+    """The forward's results, (shape, dtype) each: y, and one residual per row."""
+    return (x.shape, x.dtype), (x.shape[:-1], residual_dtype(x.dtype))
+
+
+def _backward_results(x: jax.Array) -> tuple[tuple[tuple[int, ...], DTypeLike], ...]:
+    """The backward's result, dx: x's shape and dtype."""
+    return ((x.shape, x.dtype),)
+
+
+# --- The declaration, read ---------------------------------------------------------
+type Axes = tuple[str, ...]  # one array's axes in the declaration, e.g. ("...", "n")
+type Spec = tuple[Any, ...]  # the mesh axes each axis of an array is split over
+type Layouts = tuple[NamedSharding, ...]  # one per operand, or one per result
+type Results = Callable[[jax.Array], tuple[tuple[tuple[int, ...], DTypeLike], ...]]
+
+
+def _declared(axes: str) -> tuple[list[Axes], list[Axes]]:
+    """The operands' and the results' axes of one FFI call's declaration."""
+    operands, results = (
+        [tuple(array.split()) for array in side.split(",")] for side in axes.split("->")
+    )
+    return operands, results
+
+
+def _layout(x_axes: Axes, spec: Spec, ndim: int, reduced: Axes) -> tuple[Spec, dict[str, Any]]:
+    """From x's spec (x declared with axes x_axes): the mesh axes of x's
+    leading axes ("..."), and of each of its named axes, None for those in
+    `reduced` (whole on every device)."""
+    spec = tuple(spec) + (None,) * (ndim - len(spec))
+    names = [a for a in x_axes if a != "..."]
+    leading = ndim - len(names)
+    named = {a: None if a in reduced else s for a, s in zip(names, spec[leading:], strict=True)}
+    return spec[:leading], named
+
+
+def _spec(axes: Axes, leading: Spec, named: dict[str, Any]) -> jax.P:
+    """An array's spec, from its declared axes and x's layout."""
+    return jax.P(*(s for a in axes for s in (leading if a == "..." else (named[a],))))
+
+
+# --- The calls: sharding and batching rules from the declaration ---------------------
+def _ffi_call(
+    target: str,
+    axes: str,
+    results: Results,
+    attributes: tuple[tuple[str, Any], ...],
+    operands: tuple[jax.Array, ...],
+    typed: bool,
+) -> Any:
+    """The FFI call itself, on whole arrays (typed) or on one device's blocks.
+
+    ffi_call gives its results exactly the types declared. Typed, they are
+    built from jax.typeof(x): x's mesh, each result laid out as the
+    declaration says (under an explicit-axes mesh a sharding is part of the
+    type, and the plain-JAX op's y is sharded like x), and x's varying
+    manual axes (inside shard_map a bare ShapeDtypeStruct declares a value
+    that is the same on every device, and x's block is not).
+    """
+    x = operands[0]
+    x_type = jax.typeof(x)
+    mesh = x_type.sharding.mesh
+    (x_axes, *_), result_axes = _declared(axes)
+    # Untyped, too, where x lacks a declared axis (a scalar): the handler refuses it.
+    typed = typed and not mesh.empty and x.ndim >= len(x_axes) - x_axes.count("...")
+    types = []
+    for (shape, dtype), declared in zip(results(x), result_axes, strict=True):
+        if not typed:
+            types.append(jax.ShapeDtypeStruct(shape, dtype))
+            continue
+        leading, named = _layout(x_axes, x_type.sharding.spec, x.ndim, ())
+        sharding = NamedSharding(mesh, _spec(declared, leading, named))
+        types.append(
+            jax.ShapeDtypeStruct(
+                shape, dtype, sharding=sharding, manual_axis_type=x_type.manual_axis_type
+            )
+        )
+    return jax.ffi.ffi_call(target, tuple(types))(*operands, **dict(attributes))
+
+
+def _partitioned(target: str, axes: str, results: Results) -> Callable[..., Any]:
+    """The FFI call `target` as an op XLA can split across devices:
+    attributes -> a function of the operands, returning a tuple of results.
+
+    XLA cannot partition a custom call it knows nothing about: given a sharded
+    operand it gathers it whole onto every device first. custom_partitioning
+    tells it how: Shardy (JAX's partitioner) propagates shardings through the
+    call by the declaration (`axes`, REDUCED replicated), and `partition`
+    gives each device the FFI call on its own rows. Under jit with auto or
+    explicit mesh axes alike; inside shard_map the call runs as it is.
+    custom_partitioning has no batching rule: custom_vmap adds the one that
+    a row-wise op needs (the vmapped axis is one more leading axis).
+    """
+    operand_axes, result_axes = _declared(axes)
+
+    @partial(custom_partitioning, static_argnums=(0,))
+    def call(attributes: tuple[tuple[str, Any], ...], *operands: jax.Array) -> Any:
+        return _ffi_call(target, axes, results, attributes, operands, typed=True)
+
+    def partition(
+        attributes: tuple[tuple[str, Any], ...],
+        mesh: Mesh | AbstractMesh,
+        arg_shapes: tuple[jax.ShapeDtypeStruct, ...],
+        result_shape: Any,
+    ) -> tuple[Mesh | AbstractMesh, Callable[..., Any], Layouts, Layouts]:
+        del result_shape
+        x = arg_shapes[0]
+        if isinstance(x.sharding, NamedSharding):
+            mesh, spec = x.sharding.mesh, tuple(x.sharding.spec)
+        else:  # a program that names no mesh: keep every operand whole
+            devices = sorted(x.sharding.device_set, key=attrgetter("id"))
+            mesh, spec = Mesh(np.array(devices), ("devices",)), ()
+        leading, named = _layout(operand_axes[0], spec, len(x.shape), REDUCED)
+
+        def on_device(*blocks: jax.Array) -> Any:
+            return _ffi_call(target, axes, results, attributes, blocks, typed=False)
+
+        def shardings(arrays: list[Axes]) -> Layouts:
+            return tuple(NamedSharding(mesh, _spec(a, leading, named)) for a in arrays)
+
+        return mesh, on_device, shardings(result_axes), shardings(operand_axes)
+
+    call.def_partition(partition, sharding_rule=axes, need_replication_factors=REDUCED)
+
+    @cache
+    def with_attributes(attributes: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
+        @custom_vmap
+        def batchable(*operands: jax.Array) -> Any:
+            return call(attributes, *operands)
+
+        @batchable.def_vmap
+        def rule(axis_size: int, in_batched: list[bool], *operands: jax.Array) -> Any:
+            # The vmapped axis arrives first; to a row-wise op it is one more
+            # leading axis: one call for the whole batch, not a loop. An
+            # unbatched operand (a closed-over cotangent under vmap(grad))
+            # is broadcast along it.
+            operands = tuple(
+                a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+                for a, batched in zip(operands, in_batched, strict=True)
+            )
+            return batchable(*operands), (True,) * len(result_axes)
+
+        # jit: called eagerly, too, the partitioner splits the call (one
+        # compiled program per attribute value and operand type, cached).
+        return jax.jit(batchable)
+
+    return with_attributes
+
+
+_FORWARD = _partitioned(FORWARD, FORWARD_AXES, _forward_results)
+_BACKWARD = _partitioned(BACKWARD, BACKWARD_AXES, _backward_results)

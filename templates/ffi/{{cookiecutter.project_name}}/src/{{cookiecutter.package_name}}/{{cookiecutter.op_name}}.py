@@ -42,10 +42,10 @@ def {{ cookiecutter.op_name }}(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
     leading axis is a batch of rows. eps: a Python number (it becomes an
     attribute of the compiled call, so it cannot be traced). Differentiable
     (reverse mode), works under jit and vmap. An x whose leading axes are
-    sharded over an explicit-axes mesh (jax.make_mesh's default) is
-    computed shard by shard, with no communication, gradient included; a
-    sharded last axis is gathered first (each row must be whole on one device)
-    and the result sharded like x again.
+    sharded (auto or explicit mesh axes) is computed shard by shard, with no
+    communication, gradient included, and the result is sharded like x; a
+    sharded last axis is gathered first (each row must be whole on one
+    device).
 
     The handler checks its arguments and raises jax.errors.JaxRuntimeError
     naming the problem; under jit that happens when the program runs.
@@ -58,7 +58,7 @@ def {{ cookiecutter.op_name }}(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
             f"{{ cookiecutter.op_name }}: eps must be a Python number, got {type(eps).__name__}; it is a "
             "compile-time attribute of the FFI call and cannot be a traced value"
         ) from err
-    return rowwise.apply(lambda block: _{{ cookiecutter.op_name }}(block, eps), x)
+    return rowwise.apply(lambda x: _{{ cookiecutter.op_name }}(x, eps), x)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
