@@ -7,6 +7,7 @@ from conftest import assert_usage_error, files_under, run_cli
 from packaging.specifiers import SpecifierSet
 
 from jax_ladder import cli, pythons
+from jax_ladder.commands import _common, demo
 from jax_ladder.options import load_options
 from jax_ladder.rungs import LADDER, available, by_name, template_dir
 from jax_ladder.runner import TestRun as Run  # not collected as a test class
@@ -40,12 +41,18 @@ def test_new_with_defaults_prints_next_steps(tmp_path):
         f"cd {project}",
         "git init",
         "-m venv .venv && . .venv/bin/activate",
+        # pip 23.2, which Python 3.11 and 3.12.1 bundle, spends minutes resolving
+        # a project's dependencies on a Python its requires-python refuses, then
+        # fails without naming the Python; a current one refuses it at once.
+        "python -m pip install --upgrade pip",
         "pip install -e '.[test]'",
-        "pytest",
+        "python -m pytest",
         "benchmarks/bench.py",
     )
-    for step in steps:
-        assert step in result.stdout
+    listed = result.stdout.split("Next steps:")[1]
+    at = [listed.find(step) for step in steps]
+    assert -1 not in at, result.stdout
+    assert at == sorted(at), result.stdout
 
 
 def test_a_fresh_project_has_no_bytecode_caches(tmp_path, monkeypatch):
@@ -96,6 +103,44 @@ def test_the_venv_step_names_a_python_the_project_allows(tmp_path, monkeypatch, 
     assert steps.index("-m venv") < steps.index("pip install")
 
 
+def test_new_rung_help_lists_that_templates_options(tmp_path, capsys, monkeypatch):
+    """`new RUNG --help`: the template's options from its cookiecutter.json, each
+    with its choices and default; the derived ones only named; nothing written."""
+    monkeypatch.chdir(tmp_path)
+    for rung in available():
+        assert cli.main(["new", rung.name, "--help"]) == 0
+        out = capsys.readouterr().out
+        text = " ".join(out.split())  # as wrapped for any terminal width
+        assert "jax-ladder new [-h]" in out, out
+        assert f"rung {rung.step}, {rung.name}" in text, out
+        for option in ("--name", "--output-dir", "--no-input", "--set KEY=VALUE"):
+            assert option in out, out
+        options = load_options(template_dir(rung))
+        for option in options.values():
+            rows = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+            if option.derived:
+                assert not any(row.startswith(f"{option.key}=") for row in rows), out
+                assert option.key in text.split("unless set: ")[1], out
+                continue
+            values = "|".join(option.choices) if option.choices else "TEXT"
+            assert f"{option.key}={values}" in rows, out
+            default = option.choices[0] if option.choices else option.default
+            assert f"{' '.join(option.prompt.split())}; default: {default}" in text, out
+    assert files_under(tmp_path) == []
+
+
+def test_new_help_without_a_rung_names_the_rungs_and_the_installed_command_agrees(tmp_path):
+    result = run_cli("new", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "RUNG is one of: " + ", ".join(r.name for r in available()) in text
+    assert "'jax-ladder new RUNG --help' lists them" in text
+    result = run_cli("new", "custom-vjp", "-h", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "rule=vjp|jvp" in result.stdout
+    assert files_under(tmp_path) == []
+
+
 def test_new_without_a_terminal_takes_defaults(tmp_path):
     result = run_cli("new", "custom-vjp", "--name", "my-op", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -106,7 +151,7 @@ def test_prompt_repeats_until_the_answer_is_valid(monkeypatch, capsys):
     option = load_options(template_dir(by_name("custom-vjp")))["rule"]
     answers = iter(["forward", "jvp"])
     monkeypatch.setattr("builtins.input", lambda _: next(answers))
-    assert cli._ask(option, "vjp") == "jvp"
+    assert _common.ask_option(option, "vjp") == "jvp"
     assert "use one of: vjp, jvp" in capsys.readouterr().out
 
 
@@ -126,6 +171,8 @@ BAD_INPUT = [
     (["new", "custom-vjp", "--set", "rule"], "--set expects KEY=VALUE"),
     (["new", "custom-vjp", "--bogus"], "unrecognized arguments: --bogus"),
     (["new"], "the following arguments are required: rung"),
+    (["new", "nope", "--help"], "unknown rung 'nope'"),
+    (["new", "transforms", "--help"], "no template for 'transforms'"),
     (["fly"], "invalid choice: 'fly'"),
     (["demo", "--rung", "plain-jax"], "the kit has no template for 'plain-jax'"),
 ]
@@ -211,7 +258,7 @@ class _FakeProjects:
         return target
 
     def run_project_tests(self, project, echo=None, extra_args=()):
-        assert extra_args == cli.DEMO_SELECTION  # a first look: the quick selection
+        assert extra_args == demo.DEMO_SELECTION  # a first look: the quick selection
         with self.lock:
             self.started.append(project.name)
         if self.barrier is not None:
@@ -222,9 +269,9 @@ class _FakeProjects:
 
 
 def _demo_in_process(monkeypatch, capsys, fake, cpus, *rungs):
-    monkeypatch.setattr(cli, "scaffold", fake.scaffold)
-    monkeypatch.setattr(cli, "run_project_tests", fake.run_project_tests)
-    monkeypatch.setattr(cli.os, "cpu_count", lambda: cpus)
+    monkeypatch.setattr(demo, "scaffold", fake.scaffold)
+    monkeypatch.setattr(demo, "run_project_tests", fake.run_project_tests)
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: cpus)
     args = [arg for rung in rungs for arg in ("--rung", rung)]
     code = cli.main(["demo", *args, "--output-dir", str(fake.out)])
     out = capsys.readouterr().out

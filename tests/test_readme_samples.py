@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from jax_ladder import cli
+from jax_ladder.commands import demo
 from jax_ladder.rungs import LADDER, available
 
 SCRIPT = REPO / "scripts" / "readme-samples"
@@ -77,7 +77,7 @@ def demo_sample_passed() -> dict[str, int]:
 
 
 def test_the_demo_sample_is_the_real_table_with_one_row_per_template_in_order(capsys):
-    cli._print_table([])  # the header and rule the demo prints above its rows
+    demo.print_table([])  # the header and rule the demo prints above its rows
     header, rule = capsys.readouterr().out.strip("\n").splitlines()
     lines = README["demo"].splitlines()
     assert lines[:2] == [header, rule], REFRESH.format("demo")

@@ -2,6 +2,7 @@
 the command's inputs (flags, answers files, prompts) and errors."""
 
 import ast
+import email.message
 import json
 import random
 import shlex
@@ -12,8 +13,9 @@ import textwrap
 import pytest
 from conftest import REPO, assert_usage_error, files_under, run_cli
 
-from jax_ladder import cli
+from jax_ladder import cli, site
 from jax_ladder import recommend as rec
+from jax_ladder.commands import recommend as recommend_command
 from jax_ladder.options import UsageError, load_options, parse_assignments
 from jax_ladder.recommend import check
 from jax_ladder.recommend.rules_high import EXPORT_WINDOW
@@ -363,9 +365,88 @@ def test_json_output(tmp_path):
     assert data["new_command"] == "jax-ladder new export"
     assert data["reference"] == "docs/rungs/5-export.md"
     assert (REPO / data["reference"]).is_file()
+    assert data["reference_url"] == site.page_url("docs/rungs/5-export.md")
+    assert "loop" in data["defaulted"]  # open, so its default
+    assert "ship" not in data["defaulted"]
     assert len(data["example"]) == 2
     assert data["answers"]["ship"] == "serialize"
     assert data["answers"]["loop"] == "none"
+
+
+def test_json_with_a_partial_answers_file_is_the_json_alone(tmp_path):
+    """The README's command for scripts: --json asks nothing (a prompt would land
+    in standard output), with or without standard input, and the questions left
+    open take their defaults, as with --no-input; "defaulted" names them."""
+    path = tmp_path / "answers.toml"
+    path.write_text('ship = "serialize"\n')
+    no_stdin = run_cli("recommend", "--answers", str(path), "--json", cwd=tmp_path)
+    with_stdin = subprocess.run(
+        [sys.executable, "-m", "jax_ladder", "recommend", "--answers", str(path), "--json"],
+        input="static\n" * 30,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    for result in (no_stdin, with_stdin):
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        data = json.loads(result.stdout)
+        assert data["rule"] == "export"
+        assert data["answers"]["loop"] == "none"  # a default, not the "static" on stdin
+        assert "loop" in data["defaulted"]
+        assert "ship" not in data["defaulted"]
+        assert "carry" not in data["defaulted"]  # asked only when loop is not none
+        unanswered = rec.resolve_answers({"ship": "serialize"})
+        assert data["answers"] == unanswered
+
+
+def test_json_never_prompts_even_at_a_terminal(tmp_path, capsys, monkeypatch):
+    def no_prompt(text):
+        raise AssertionError(f"prompted: {text}")
+
+    monkeypatch.setattr("builtins.input", no_prompt)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["recommend", "--json", "--answer", "gradients=yes"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["answers"]["gradients"] == "yes"
+    assert "autodiff" in data["defaulted"]
+
+
+def test_the_reference_is_the_sites_page_not_a_file_here(tmp_path, monkeypatch):
+    """Not the installed copy's file (a path into site-packages): the page on the
+    documentation site, by its address where the kit's metadata records one."""
+    result = run_cli("recommend", "--no-input", "--answer", "ship=serialize", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    reference = result.stdout[result.stdout.index("Reference: ") :].split("Answers: ")[0]
+    assert "site-packages" not in result.stdout
+    assert "rungs/5-export.html" in reference
+    assert " ".join(reference.split()) == "Reference: " + site.describe("docs/rungs/5-export.md")
+
+    base = "https://example.org/jax-ladder/"
+    monkeypatch.setattr(site, "base_url", lambda: base)
+    result = rec.recommend(rec.resolve_answers({"ship": "serialize"}))
+    assert f"Reference: {base}rungs/5-export.html\n" in rec.render(result)
+    assert result.to_json()["reference_url"] == f"{base}rungs/5-export.html"
+    monkeypatch.setattr(site, "base_url", lambda: None)
+    assert "Reference: rungs/5-export.html on the jax-ladder site (docs/rungs/5-export.md)" in (
+        rec.render(result)
+    )
+
+
+def test_the_sites_address_is_the_packages_documentation_url(monkeypatch):
+    metadata = email.message.Message()
+    metadata["Project-URL"] = "Source, https://example.org/src"
+    metadata["Project-URL"] = "Documentation, https://example.org/docs"
+    monkeypatch.setattr(site.importlib.metadata, "metadata", lambda name: metadata)
+    assert site.base_url() == "https://example.org/docs/"
+    assert (
+        site.page_url("docs/rungs/1-plain-jax.md")
+        == "https://example.org/docs/rungs/1-plain-jax.html"
+    )
+    del metadata["Project-URL"]
+    assert site.base_url() is None
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml", ".txt"])
@@ -473,7 +554,7 @@ def test_questions_that_do_not_apply_are_not_asked(monkeypatch):
 def test_prompt_repeats_until_the_answer_is_valid(monkeypatch, capsys):
     answers = iter(["often", "static"])
     monkeypatch.setattr("builtins.input", lambda _: next(answers))
-    assert cli._ask_question(rec.QUESTION["loop"]) == "static"
+    assert recommend_command.ask_question(rec.QUESTION["loop"]) == "static"
     assert "use one of: none, static, data-dependent" in capsys.readouterr().out
 
 

@@ -29,7 +29,7 @@ from conftest import (
 from forked_pytest import ForkedPytest
 from test_readme_samples import demo_sample_passed
 
-from jax_ladder.cli import DEMO_SELECTION
+from jax_ladder.commands.demo import DEMO_SELECTION
 from jax_ladder.options import MAX_NAME_LENGTH
 from jax_ladder.rungs import available, template_dir
 from jax_ladder.runner import build_project, needs_build, run_project_tests

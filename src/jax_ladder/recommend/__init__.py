@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jax_ladder import site
 from jax_ladder.recommend.answers import (
     load_answers_file,
     parse_answer,
@@ -93,6 +94,7 @@ class Recommendation:
             "also": [{"rule": r.id, "rung": r.rung, "use": r.use, "why": r.why} for r in self.also],
             "notes": [n.text for n in self.notes],
             "reference": self.page,
+            "reference_url": site.page_url(self.page),
             "answers": dict(self.answers),
         }
 
@@ -155,14 +157,17 @@ def render(rec: Recommendation, page_root: Path | None = None) -> str:
         lines.append(f"Scaffold: {rec.new_command}")
     else:
         lines.append(f"Scaffold: the kit has no template for this rung; use {r.instead}")
-    lines.append(f"Reference: {_in_repository(rec.page, page_root)}")
+    # The site's page, not the installed copy's file: a path into site-packages
+    # means nothing to a reader, and the site renders the page's links.
+    lines += _wrap(f"Reference: {site.describe(rec.page)}", "", "  ")
     chosen = ", ".join(f"{k}={v}" for k, v in rec.answers.items() if v != QUESTION[k].default)
     lines.append(f"Answers: {chosen or 'all defaults'}")
     return "\n".join(lines)
 
 
 def _in_repository(path: str, root: Path | None) -> str:
-    """Where `path` (relative to the repository root) is here, if it is."""
+    """Where `path` (relative to the repository root) is here, if it is: a file
+    to copy is worth its path on this machine."""
     if root is not None and (root / path).is_file():
         return str(root / path)
     return f"{path} in the jax-ladder repository"

@@ -1,0 +1,67 @@
+"""What several commands share: the argument parser's class, the rung lookup and
+the prompt."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NoReturn
+
+from jax_ladder.options import Option, UsageError, parse_value
+from jax_ladder.rungs import Rung, available, by_name
+
+type Args = argparse.Namespace
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line with a hint, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+type Subparsers = argparse._SubParsersAction[Parser]
+
+
+def rung_or_error(name: str) -> Rung:
+    """The registry's rung `name`, which must have a template; else a UsageError."""
+    rung = by_name(name)
+    names = ", ".join(r.name for r in available())
+    if rung is None:
+        raise UsageError(f"unknown rung {name!r}; choose one of: {names}")
+    if not rung.template:
+        raise UsageError(
+            f"the kit has no template for {name!r} yet ({rung.instead}); "
+            f"templates exist for: {names}"
+        )
+    return rung
+
+
+def prompt[T](prompt: str, default: T, parse: Callable[[str], T], no_answer: str) -> T:
+    """Ask until parse(text) accepts the answer; Enter keeps the default.
+
+    parse raises UsageError for a bad answer, which is shown before asking
+    again; with nothing left on standard input, UsageError(no_answer).
+    """
+    while True:
+        try:
+            text = input(prompt).strip()
+        except EOFError:
+            raise UsageError(no_answer) from None
+        if not text:
+            return default
+        try:
+            return parse(text)
+        except UsageError as err:
+            print(f"  {err}")
+
+
+def ask_option(option: Option, default: object) -> object:
+    """Ask for a template option's value (`new`, and `update` for a new option)."""
+    hint = f" [{'/'.join(option.choices)}]" if option.choices else ""
+    return prompt(
+        f"{option.prompt}{hint} ({default}): ",
+        default,
+        lambda text: parse_value(option, text),
+        "no answer on standard input; pass --no-input to take defaults",
+    )
