@@ -77,7 +77,21 @@ def test_each_template_receives_the_range_as_a_private_variable(template):
     # variable (not a module path such as mypy's "jax._src").
     pins = re.findall(r'"jax(?:\[[\w,]+\])?((?:[<>=!~]|\{\{)[^"]*)"', pyproject)
     assert pins, pyproject
-    assert set(pins) == {"{{ cookiecutter._jax_spec }}"}, pins
+    # A compiled project also pins its build requirement to the oldest JAX
+    # (issue 39: a handler built against newer FFI headers does not load in
+    # an older jaxlib), jax and jaxlib both, from the private `_jax_oldest`.
+    oldest = "=={{ cookiecutter._jax_oldest }}"
+    assert set(pins) - {oldest} == {"{{ cookiecutter._jax_spec }}"}, pins
+    compiled = (template / PROJECT / "CMakeLists.txt").exists()
+    if compiled:
+        assert context["_jax_oldest"] == JAX_OLDEST
+        requires = pyproject.split("[project]")[0]  # [build-system] comes first
+        assert f'"jax{oldest}"' in requires, requires
+        assert f'"jaxlib{oldest}"' in requires, requires
+        assert "{{ cookiecutter._jax_spec }}" not in requires, requires
+    else:
+        assert "_jax_oldest" not in context
+        assert oldest not in pins, pins
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.name)

@@ -30,7 +30,7 @@ from jax_ladder.scaffold import scaffold
 # pure-Python project's cd.yml tests its one wheel the same way, with these
 # values written out as shell steps.
 PURE_WHEEL_TEST = {
-    "test-sources": ["tests", "pyproject.toml"],
+    "test-sources": ["tests", "benchmarks", "pyproject.toml"],
     "test-extras": ["test"],
     "test-command": "pytest",
 }
@@ -141,7 +141,7 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
     for name, project in projects.items():
         # A copy of what the tests need, and the benchmark, away from src/.
         copies[name] = tmp_path / "installed" / name
-        for source in [*wheel_test(project)["test-sources"], "benchmarks"]:
+        for source in dict.fromkeys([*wheel_test(project)["test-sources"], "benchmarks"]):
             copy = shutil.copytree if (project / source).is_dir() else shutil.copy2
             copy(project / source, copies[name] / source)
         assert not (copies[name] / "src").exists()

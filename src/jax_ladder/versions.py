@@ -3,7 +3,10 @@
 The window is the last three minor releases of JAX. Each template's
 cookiecutter.json passes JAX_SPEC on as the private variable `_jax_spec`, which
 its pyproject.toml pins (and its noxfile reads, for a `tests-jax-<minor>`
-session per minor). tests/test_versions.py holds that and every other copy to
+session per minor); a template with compiled code also gets JAX_OLDEST as
+`_jax_oldest`, its exact build requirement (an FFI handler built against a
+jaxlib's headers loads in that jaxlib and newer ones, never in older ones).
+tests/test_versions.py holds that and every other copy to
 these values: the kit's pyproject.toml, scripts/_env.sh, the templates' CI
 matrices (the oldest), the README and reference pages.
 """

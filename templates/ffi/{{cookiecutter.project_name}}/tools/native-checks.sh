@@ -19,15 +19,25 @@ CUDA_TOOLKIT="cuda-toolkit[nvcc,cccl]==13.5.0"
 TOOLKIT_DIR=build/cuda-toolkit
 
 # Builds without isolation reuse this environment, so its build requirements
-# must be here first: pyproject.toml's [build-system] requires, as declared.
+# must be here first: pyproject.toml's [build-system] requires, as declared,
+# but for the exact jax and jaxlib (the oldest supported, which a shipped
+# wheel builds against) where this environment has a JAX already: these
+# builds are checked here, with it, and never shipped (CMake says so).
 install_build_requirements() {
     python - <<'PY'
+import importlib.util
+import re
 import subprocess
 import sys
 import tomllib
 
 with open("pyproject.toml", "rb") as f:
     requires = tomllib.load(f)["build-system"]["requires"]
+have_jax = importlib.util.find_spec("jaxlib") is not None
+requires = [
+    r for r in requires
+    if not (have_jax and re.match(r"jax(lib)?\b(?![-_.])", r))
+]
 subprocess.run([sys.executable, "-m", "pip", "install", *requires], check=True)
 PY
 }

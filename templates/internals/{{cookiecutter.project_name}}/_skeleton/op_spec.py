@@ -37,6 +37,11 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 
 from compare import Ulps
 from conformance import Arg, OpSpec
+{%- if cookiecutter.lowering == "ffi" %}
+
+# A lower-<platform> marker: the whole module holds no custom call.
+NO_CUSTOM_CALL = r"\A(?![\s\S]*custom_call)"
+{%- endif %}
 
 # TODO: how far your op may be from the oracle, in ulps (tests/compare.py),
 # each count with the reason for it. The identity is exact: 0.
@@ -59,12 +64,13 @@ SPEC = OpSpec(
     shard_map_axes=("b",),
     symbolic_axis="b",
 {%- if cookiecutter.lowering == "ffi" %}
-    # On the CPU, a custom call to this project's handler; elsewhere StableHLO.
-    platforms={"cpu": rf"custom_call @{TARGET}\b", "cuda": "", "tpu": ""},
+    # On the CPU, a custom call to this project's handler; elsewhere the
+    # StableHLO rule, a program of its own: a module with no custom call.
+    platforms={"cpu": rf"custom_call @{TARGET}\b", "cuda": NO_CUSTOM_CALL, "tpu": NO_CUSTOM_CALL},
     export_checks=(export.DisabledSafetyCheck.custom_call(TARGET),),
     extra_collectives={
-        # The custom call's Shardy rule keeps the last axis whole.
-        "jit-auto-n": "rows split along n are gathered for the C++ handler",
+        # The custom call's Shardy rule keeps the last axis whole, in every mode.
+        "jit-*-n": "rows split along n are gathered for the C++ handler",
 {%- if cookiecutter.api == "hijax" %}
         # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
         # Shardy rule (api=extend attaches one): its result is replicated.

@@ -38,6 +38,11 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 
 from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
+{%- if cookiecutter.lowering == "ffi" %}
+
+# A lower-<platform> marker: the whole module holds no custom call.
+NO_CUSTOM_CALL = r"\A(?![\s\S]*custom_call)"
+{%- endif %}
 
 # How far the op may be from the oracle, in ulps (tests/compare.py). Each
 # entry of the product, and of each gradient (the transposed band), is at most
@@ -101,8 +106,9 @@ SPEC = OpSpec(
     shard_map_axes=("b",),
     symbolic_axis="b",
 {%- if cookiecutter.lowering == "ffi" %}
-    # On the CPU, a custom call to this project's handler; elsewhere StableHLO.
-    platforms={"cpu": rf"custom_call @{TARGET}\b", "cuda": "", "tpu": ""},
+    # On the CPU, a custom call to this project's handler; elsewhere the
+    # StableHLO rule, a program of its own: a module with no custom call.
+    platforms={"cpu": rf"custom_call @{TARGET}\b", "cuda": NO_CUSTOM_CALL, "tpu": NO_CUSTOM_CALL},
     export_checks=(export.DisabledSafetyCheck.custom_call(TARGET),),
 {%- else %}
     # Plain StableHLO on every platform: the module holds no custom call.
