@@ -18,6 +18,11 @@ Cells, for an op with arguments A and named axes D:
                 jvp, linearize, check-grads-1, check-grads-2
   control flow  checkpoint (nothing saved), scan, cond (values and gradients,
                 with data that takes each branch)
+  hard inputs   hard-<case> for each of HARD_CASES: every floating argument
+                drawn from that case (near where exp and squares overflow,
+                shifted by large constants, tiny and subnormal, signed zeros,
+                ties, all equal), mapped into its declared domain; eager, jit,
+                vmap and the gradient
   shard_map     shard-map-<d>-<mesh>, shard-map-grad-inside-<d>-<mesh>,
                 shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>
   jit sharding  jit-auto-<d>, jit-explicit-<d>, jit-explicit-set-mesh-<d>
@@ -52,6 +57,8 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
+import math
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -80,13 +87,17 @@ PROGRAMS = ("forward", "gradient")  # the jit-* cells' programs, as extra_collec
 class Arg:
     """One positional argument: its named axes and whether it is differentiated.
     `dtype` fixes the dtype of a non-floating argument (indices, say); `sample`
-    (rng, shape) -> float64 array replaces the standard normal draw."""
+    (rng, shape) -> float64 array replaces the standard normal draw, in every
+    cell (the hard ones too: a mask, lengths). `domain` is the closed interval
+    of values the op supports for a floating argument: the hard inputs are
+    mapped into it (a positive-only argument gets their magnitudes)."""
 
     name: str
     axes: tuple[str, ...]
     differentiable: bool = True
     dtype: str | None = None
     sample: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None
+    domain: tuple[float, float] = (-math.inf, math.inf)
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,7 @@ def cell_names(spec: OpSpec) -> list[str]:
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
     names += ["vjp", "jit-grad", "jvp", "linearize", "check-grads-1", "check-grads-2"]
     names += ["checkpoint", "scan", "cond"]
+    names += [f"hard-{case}" for case in HARD_CASES]
     for axis in spec.shard_map_axes:
         for mesh in MESHES:
             names += [
@@ -574,6 +586,118 @@ def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:
     return fn
 
 
+# --- Hard inputs -------------------------------------------------------------------
+# Each case: (rng, shape, dtype, limit) -> float64 values, where limit is the
+# largest magnitude the argument's domain allows. They follow the dtype: where
+# its exp overflows (log of its largest number), where its squares do (the
+# square root of it), its smallest normal number and the subnormals below.
+def _exp_edge(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    """Within 2 of where exp overflows: a softmax without its max subtraction
+    divides inf by inf."""
+    top = min(math.log(float(jnp.finfo(dtype).max)), limit)
+    return top - rng.uniform(0, min(2, top), shape)
+
+
+def _shifted(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    """Standard normal, each slice along the first axis shifted by -s, 0 or +s,
+    with s beyond where exp overflows (and underflows to zero)."""
+    s = min(1.4 * math.log(float(jnp.finfo(dtype).max)), limit / 2)
+    shifts = np.resize(np.array([-s, 0.0, s]), shape[0]) if shape else np.array(s)
+    return rng.standard_normal(shape) + shifts.reshape((-1,) + (1,) * (len(shape) - 1))
+
+
+def _huge(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    """Magnitudes up to where squares overflow, with random signs."""
+    top = min(math.sqrt(float(jnp.finfo(dtype).max)), limit)
+    return rng.choice([-1.0, 1.0], shape) * top * rng.uniform(0.25, 1, shape)
+
+
+def _tiny(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    """The smallest normal numbers, and a quarter of them subnormal."""
+    tiny = float(jnp.finfo(dtype).smallest_normal)
+    magnitude = tiny * np.where(rng.random(shape) < 0.25, rng.uniform(0.01, 0.5, shape), 1)
+    return rng.choice([-1.0, 1.0], shape) * magnitude * rng.uniform(1, 8, shape)
+
+
+def _zeros(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    return rng.choice([-0.0, 0.0], shape)
+
+
+def _ties(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    """Three values, exact in every float dtype, repeated: ties everywhere."""
+    return rng.choice([-1.0, 0.5, 2.0], shape)
+
+
+def _equal(rng: Any, shape: Any, dtype: Any, limit: float) -> np.ndarray:
+    """Every element one value: no spread, a variance of zero."""
+    return np.full(shape, rng.standard_normal())
+
+
+HARD_CASES: dict[str, Callable[..., np.ndarray]] = {
+    "exp-edge": _exp_edge,
+    "shifted": _shifted,
+    "huge": _huge,
+    "tiny": _tiny,
+    "zeros": _zeros,
+    "ties": _ties,
+    "equal": _equal,
+}
+
+
+def hard_args(spec: OpSpec, case: str, rng: np.random.Generator) -> list[Any]:
+    """make_args, with every floating argument drawn from a hard case and
+    mapped into its domain (an argument with its own sample keeps it)."""
+    args = make_args(spec, rng)
+    for i, (arg, a) in enumerate(zip(spec.args, args, strict=True)):
+        if arg.sample is not None or not _float(a.dtype):
+            continue
+        low, high = arg.domain
+        limit = min([abs(b) for b in arg.domain if b != 0 and math.isfinite(b)] or [math.inf])
+        values = HARD_CASES[case](rng, a.shape, a.dtype, limit)
+        if low >= 0:
+            values = np.abs(values)
+        args[i] = jnp.asarray(np.clip(values, low, high), a.dtype)
+    return args
+
+
+def as_the_platform_sees(args: list[Any]) -> list[Any]:
+    """args with subnormal values flushed to zero where the platform of each
+    flushes them (XLA's CPU does): the oracle is computed on what the op sees."""
+    seen = []
+    for a in args:
+        if _float(a.dtype) and _flushes(platform_of(a), a.dtype):
+            values = np.asarray(a, np.float64)
+            small = np.abs(values) < float(jnp.finfo(a.dtype).smallest_normal)
+            a = jnp.asarray(np.where(small, np.copysign(0.0, values), values), a.dtype)
+        seen.append(a)
+    return seen
+
+
+@functools.cache
+def _flushes(platform: str, dtype: Any) -> bool:
+    subnormal = float(jnp.finfo(dtype).smallest_normal) / 4
+    device = jax.devices(platform)[0]
+    x = jax.device_put(jnp.asarray([subnormal], dtype), device)
+    return bool(jax.jit(lambda x: x * 1)(x)[0] == 0)
+
+
+def check_hard(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """One hard case, eagerly, jitted, under vmap (two draws of it) and
+    differentiated against random cotangents."""
+    case = cell.removeprefix("hard-")
+    args, more = hard_args(spec, case, rng), hard_args(spec, case, rng)
+    want = oracle(spec, as_the_platform_sees(args))
+    assert_outputs(spec, spec.op(*args), want)
+    assert_outputs(spec, jax.jit(spec.op)(*args), want)
+    batched = [jnp.stack([a, b]) for a, b in zip(args, more, strict=True)]
+    also = oracle(spec, as_the_platform_sees(more))
+    assert_outputs(spec, jax.jit(jax.vmap(spec.op))(*batched), _stack([want, also], axis=0))
+    if _diff_args(spec):
+        cts = cotangents_for(spec, args, rng)
+        got = jax.jit(_grad(spec, spec.op, cts))(*args)
+        assert_grads(spec, got, vjp_oracle(spec, as_the_platform_sees(args), cts))
+
+
 # --- shard_map -----------------------------------------------------------------------
 def _mesh(kind: str, axis_type: AxisType = AxisType.Auto) -> jax.sharding.Mesh:
     shape, names = MESHES[kind]
@@ -932,6 +1056,8 @@ def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], No
         return check_autodiff
     if cell in ("checkpoint", "scan", "cond"):
         return check_control_flow
+    if cell.startswith("hard-"):
+        return check_hard
     if cell.startswith("shard-map-"):
         return check_shard_map
     if cell.startswith("jit-"):

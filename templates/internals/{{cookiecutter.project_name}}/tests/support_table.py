@@ -37,6 +37,7 @@ FAMILIES = {  # the first cell-name prefix that matches names the row
     "checkpoint": "control flow",
     "scan": "control flow",
     "cond": "control flow",
+    "hard-": "hard inputs",
     "shard-map-": "shard_map",
     "export-": "export",
     "lower-": "export",
