@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's jax_ladder, installed or not
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
+from jax_ladder_pages import REPOSITORY  # noqa: E402  (pyproject.toml's [project.urls])
+
 from jax_ladder import __version__  # noqa: E402
 
 project = "jax-ladder"
@@ -23,8 +25,8 @@ author = copyright = "The jax-ladder developers"
 
 extensions = ["myst_parser", "jax_ladder_pages"]
 source_suffix = {".md": "markdown"}
-# landing.md is part of index.md (included), not a page of its own.
-exclude_patterns = ["_build", "_ext", "_generated/landing.md"]
+# Parts of index.md and tutorial.md (included), not pages of their own.
+exclude_patterns = ["_build", "_ext", "_generated/install*.md", "_generated/ladder.md"]
 # Anchors for headings down to ###, so links such as [Run](#run) work as on GitHub.
 myst_heading_anchors = 3
 
@@ -32,3 +34,12 @@ html_theme = "furo"
 html_title = f"jax-ladder {version}"
 # A page with no icon makes browsers ask for /favicon.ico, which the site lacks.
 html_favicon = "favicon.svg"
+html_static_path = ["_static"]
+html_css_files = ["site.css"]
+# The header of every page: where the kit lives and how to get it.
+html_theme_options = {
+    "announcement": (
+        f'<code>pip install jax-ladder</code> &middot; <a href="{REPOSITORY}">source and issues</a>'
+    ),
+    "footer_icons": [{"name": "Repository", "url": REPOSITORY, "html": "Repository", "class": ""}],
+}

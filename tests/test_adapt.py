@@ -8,6 +8,7 @@ bake with, the optional files the op does not use, why this op) and `files/`,
 the op's files at their generated paths.
 """
 
+import ast
 import os
 import re
 import shutil
@@ -101,6 +102,70 @@ def test_skeleton_marks_todo_in_exactly_the_files_that_are_yours(tmp_path, rung)
     assert marked == theirs
 
 
+# What each worked example claims, besides its name: words that a skeleton's
+# README and docstrings outside the files marked theirs must not use.
+EXAMPLE_CLAIMS = {
+    "ffi": ["RMS", "normalisation", "huge_pages"],
+    "pallas": ["GELU", "bias", "epilogue"],
+    "custom-vjp": ["Euclidean", "distances"],
+    "custom-partitioning": ["top-k"],
+    "export": ["classifier"],
+    "internals": ["tridiagonal"],
+    "memory-and-sharding": ["MLP", "tanh"],
+}
+# The skeleton's own op (an identity, a square) is described only where its
+# TODO markers say to replace it, in the files marked theirs.
+SKELETON_CLAIMS = ["identity", "x * 1", "x * x"]
+DOCUMENTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def docstrings(source: str) -> str:
+    """The module's, classes' and functions' docstrings of a Python source."""
+    tree = ast.parse(source)
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, DOCUMENTED))]
+    return "\n".join(ast.get_docstring(n) or "" for n in nodes)
+
+
+def support_table_of(readme: str) -> str:
+    """The README's support table block, written from tests/op_spec.py."""
+    start, end = "<!-- support-table", "<!-- /support-table -->"
+    return readme[readme.index(start) : readme.index(end)]
+
+
+def test_every_rung_lists_its_example_claims():
+    assert set(EXAMPLE_CLAIMS) == {rung.name for rung in available()}
+
+
+@pytest.mark.parametrize("rung", RUNGS)
+def test_skeleton_readme_and_docstrings_claim_nothing_of_a_starter_op(tmp_path, rung):
+    """The README and the machinery's docstrings are marked leave, so they must
+    stay true once the op is the user's: a skeleton's never name the worked
+    example or repeat its claims, and never describe the skeleton's own op."""
+    project = scaffold(rung, tmp_path, {"project_name": "claim-check", "example": "none"})
+    options = {"example": "none"}
+    entries = adapt.load(template_dir(rung))
+    op = mutation.op_name_of(template_dir(rung), options)
+    words = [*spellings(example_of(rung)), *EXAMPLE_CLAIMS[rung.name], *SKELETON_CLAIMS]
+    claims = []
+    for relative in adapt.generated_files(project):
+        entry = adapt.role_of(relative, entries, options, "claim_check", op)
+        if entry is not None and entry.role in THEIRS:
+            continue
+        if relative == "README.md":  # less its support table, which the tests regenerate
+            text = (project / relative).read_text()
+            text = text.replace(support_table_of(text), "")
+        elif relative.startswith("src/") and relative.endswith(".py"):
+            text = docstrings((project / relative).read_text())
+        else:
+            continue
+        claims += [
+            f"{relative}: {word}"
+            for word in words
+            if re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE)
+        ]
+    assert claims == []
+
+
 def recipe_of(rung) -> dict:
     return tomllib.loads((ADAPTED / rung.name / "recipe.toml").read_text())
 
@@ -114,7 +179,13 @@ def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     recipe says it does not use (only files marked optional), write the
     second op's files (only files marked yours or declaration, at most three)
     and run the whole generated suite, the conformance matrix included."""
-    recipe = recipe_of(rung)
+    adapt_and_run(tmp_path, rung, recipe_of(rung), ADAPTED / rung.name / "files")
+
+
+def adapt_and_run(tmp_path, rung, recipe: dict, files: Path) -> None:
+    """Bake `rung` with the recipe's options, delete its optional files,
+    write `files` (only files marked yours or declaration) and run the whole
+    generated suite."""
     options = {"project_name": recipe["project_name"], **recipe.get("options", {})}
     project = scaffold(rung, tmp_path, options)
     package = mutation.package_of(project)
@@ -130,7 +201,6 @@ def test_a_second_op_needs_only_the_files_marked_yours(tmp_path, rung):
     for relative in recipe.get("delete", []):
         assert role(relative) == "optional", f"{relative} is deleted but not marked optional"
         (project / relative).unlink()
-    files = ADAPTED / rung.name / "files"
     written = sorted(p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file())
     assert {r: role(r) for r in written if role(r) not in THEIRS} == {}
     assert len(written) <= MOST_FILES.get(rung.name, 3), written

@@ -11,6 +11,7 @@ KIT_SOURCES = (
     "scripts/hardware-check",
     "scripts/readme-samples",
     "scripts/bench-plots",
+    "scripts/site-samples",
     "noxfile.py",
 )
 

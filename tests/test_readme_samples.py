@@ -105,3 +105,43 @@ def test_the_ladder_table_says_what_the_kit_has_for_each_rung():
             "example" * (REPO / "examples" / rung.name).is_dir(),
         ]
         assert rows[rung.name] == (", ".join(filter(None, has)) or "–"), rung.name
+
+
+# -- the site's tutorial (docs/tutorial.md) and landing page (docs/index.md) -------------
+def load_site_samples():
+    path = REPO / "scripts" / "site-samples"
+    loader = importlib.machinery.SourceFileLoader("site_samples", str(path))
+    spec = importlib.util.spec_from_loader("site_samples", loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["site_samples"] = module
+    loader.exec_module(module)
+    return module
+
+
+site_samples = load_site_samples()
+SITE_REFRESH = "stale: run scripts/site-samples"
+
+
+@pytest.fixture(scope="module")
+def tutorial_session():
+    """The tutorial's session, run once: each step's block as it would be written now."""
+    return site_samples.run_session()
+
+
+def test_every_tutorial_step_has_one_block_and_every_block_a_step():
+    shown = site_samples.blocks(site_samples.PAGES[0].read_text())
+    assert list(shown) == [step.name for step in site_samples.STEPS]
+    landing = site_samples.blocks(site_samples.PAGES[1].read_text())
+    assert list(landing) == ["new"]
+    assert landing["new"] == shown["new"], SITE_REFRESH
+
+
+@pytest.mark.slow
+def test_the_tutorial_shows_what_its_commands_print(tutorial_session):
+    """Every command of the tutorial runs, in order, in one folder; each block shows
+    what it printed (timings and measured numbers masked)."""
+    for page in site_samples.PAGES:
+        for name, body in site_samples.blocks(page.read_text()).items():
+            assert site_samples.masked(body) == site_samples.masked(tutorial_session[name]), (
+                f"{page.name}, block {name}: {SITE_REFRESH}"
+            )

@@ -1,11 +1,16 @@
 """The kit's documentation site (docs/, `nox -s docs`) in a real browser.
 
-Builds the site with warnings as errors, serves it on the loopback address and
-opens every page in headless Chromium (Debian's `chromium`, driven by Playwright
-without Playwright's own browsers). A page fails on a console error, an image that
-does not load, or a link to a page or anchor of the site that does not exist; the
-search page must find "custom_vjp". Screenshots of the landing page and one
-template page go to $JAX_LADDER_SCREENSHOTS (default: a temporary folder).
+Builds the site with warnings as errors (once per session), serves it on the
+loopback address and opens every page in headless Chromium (Debian's `chromium`,
+driven by Playwright without Playwright's own browsers). A page fails on a
+console error, an image that does not load, or a link to a page or anchor of the
+site that does not exist; the search page must find "custom_vjp". As a reader
+sees them, on a desktop (1280 px wide) and a phone (390 px): every page body has
+a link; at 390 px no element's content is clipped without a scroll bar; every
+picture's text is drawn at 9 px or more; the landing page's first screen holds
+the install command. Screenshots of the landing, tutorial, "Which rung?" and one
+template page at both widths go to $JAX_LADDER_SCREENSHOTS (default: a
+temporary folder).
 """
 
 import functools
@@ -13,6 +18,7 @@ import html
 import http.server
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -38,7 +44,17 @@ INSTALL = (
     "the site test needs Debian's chromium at /usr/bin/chromium (as root: apt-get install "
     "chromium; .ci/run does this in CI) and Playwright (pip install -e '.[test]')"
 )
-SCREENSHOTS = {"landing": "index.html", "template": "_generated/templates/4-custom-vjp.html"}
+SCREENSHOTS = {
+    "landing": "index.html",
+    "tutorial": "tutorial.html",
+    "which-rung": "_generated/recommend.html",
+    "template": "_generated/templates/4-custom-vjp.html",
+}
+DESKTOP, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
+# Sphinx's own pages, with no body of the site's.
+NOT_CONTENT = ("search.html", "genindex.html")
+MIN_TEXT_PX = 9
+INSTALL_COMMAND = "pip install jax-ladder"
 SEARCH = "custom_vjp"
 # As `nox -s docs` runs it: warnings are errors.
 SPHINX = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
@@ -169,6 +185,92 @@ def test_every_page_loads_with_no_console_error_broken_image_or_broken_link(brow
     assert not problems, "\n".join(problems)
 
 
+# Elements of the page's body whose content is wider than their box and cut off
+# (overflow hidden or clip), and whether the page itself is wider than the window.
+CLIPPED = """() => {
+  const clipped = [];
+  for (const el of document.querySelectorAll('article[role=main] *')) {
+    if (el.offsetParent === null || el.clientWidth === 0) continue;  // not shown
+    const overflow = getComputedStyle(el).overflowX;
+    if (el.scrollWidth > el.clientWidth + 1 && (overflow === 'hidden' || overflow === 'clip')) {
+      clipped.push(`${el.tagName.toLowerCase()}.${el.className}: ${el.scrollWidth}px of content `
+                   + `in ${el.clientWidth}px: ${el.textContent.trim().slice(0, 60)}`);
+    }
+  }
+  const page = document.documentElement.scrollWidth;
+  if (page > window.innerWidth) clipped.push(`the page is ${page}px wide`);
+  return clipped;
+}"""
+# Each picture shown (not hidden by a media query): its file and drawn width.
+SHOWN_IMAGES = """() => [...document.querySelectorAll('article[role=main] img')]
+  .filter(i => i.offsetParent !== null && i.getBoundingClientRect().width > 0)
+  .map(i => ({src: i.currentSrc || i.src, width: i.getBoundingClientRect().width}))"""
+BODY_LINKS = """() => [...document.querySelectorAll('article[role=main] a[href]')]
+  .filter(a => !a.classList.contains('headerlink')).length"""
+
+
+def smallest_text(svg_text: str) -> float:
+    """The smallest font size in an SVG drawing, in its own units (text drawn as
+    text: the site's drawings and matplotlib's with svg.fonttype none)."""
+    sizes = re.findall(r'font-size(?:="|:\s*)([\d.]+)', svg_text)
+    assert sizes, "no text size in the drawing (text drawn as paths cannot be checked)"
+    return min(float(size) for size in sizes)
+
+
+def text_too_small(site: Path, base: str, image: dict) -> str | None:
+    src = image["src"]
+    assert src.startswith(base), src
+    path = site / unquote(urlsplit(src).path).lstrip("/")
+    if path.suffix != ".svg":
+        return f"{src}: not an SVG, its text size cannot be checked"
+    text = path.read_text()
+    view = re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) [\d.]+"', text)
+    assert view, path
+    px = smallest_text(text) * image["width"] / float(view[1])
+    return None if px >= MIN_TEXT_PX else f"{src}: text {px:.1f} px at {image['width']:.0f} px wide"
+
+
+@pytest.fixture(scope="module")
+def pages(site):
+    return sorted(
+        p.relative_to(site).as_posix() for p in site.rglob("*.html") if p.name not in NOT_CONTENT
+    )
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_every_page_as_a_reader_sees_it(browser, site, server, pages, viewport):
+    """A link in every page's body; at 390 px nothing clipped without a scroll bar;
+    every picture's text at 9 px or more where it is drawn."""
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    problems = []
+    for name in pages:
+        page.goto(server + name, wait_until="load")
+        if page.evaluate(BODY_LINKS) == 0:
+            problems.append(f"{name}: no link in the page's body")
+        if viewport is PHONE:
+            problems += [f"{name}: {c}" for c in page.evaluate(CLIPPED)]
+        for image in page.evaluate(SHOWN_IMAGES):
+            if small := text_too_small(site, server, image):
+                problems.append(f"{name}: {small}")
+    context.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_landing_pages_first_screen_has_the_install_command(browser, server, viewport):
+    page = browser.new_page(viewport=viewport)
+    page.goto(server + "index.html", wait_until="load")
+    block = page.locator("article[role=main] pre", has_text=INSTALL_COMMAND).first
+    box = block.bounding_box()
+    page.close()
+    assert box is not None, f"the landing page has no {INSTALL_COMMAND!r} block"
+    assert box["y"] + box["height"] <= viewport["height"], (
+        f"{INSTALL_COMMAND!r} ends at {box['y'] + box['height']:.0f} px, below the first "
+        f"screen ({viewport['height']} px)"
+    )
+
+
 def test_search_finds_custom_vjp(browser, server):
     page = browser.new_page()
     page.goto(f"{server}search.html?q={SEARCH}", wait_until="load")
@@ -181,17 +283,20 @@ def test_search_finds_custom_vjp(browser, server):
     assert found > 0, f"searching {SEARCH!r} found nothing: {summary}"
 
 
-def test_screenshots_of_the_landing_and_a_template_page(browser, server, tmp_path):
+def test_screenshots_at_both_widths(browser, server, tmp_path):
+    """The first screen and the whole page, on a desktop and on a phone."""
     folder = Path(os.environ.get("JAX_LADDER_SCREENSHOTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    for name, path in SCREENSHOTS.items():
-        page.goto(server + path, wait_until="load")
-        shot = folder / f"site-{name}.png"
-        page.screenshot(path=str(shot), full_page=True)
-        assert shot.stat().st_size > 10_000, shot
-        print(f"screenshot: {shot}")
-    page.close()
+    for label, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page = browser.new_page(viewport=viewport)
+        for name, path in SCREENSHOTS.items():
+            page.goto(server + path, wait_until="load")
+            for whole in (False, True):
+                shot = folder / f"site-{name}-{label}{'-full' if whole else ''}.png"
+                page.screenshot(path=str(shot), full_page=whole)
+                assert shot.stat().st_size > 10_000, shot
+                print(f"screenshot: {shot}")
+        page.close()
 
 
 def test_the_ladder_plot_draws_every_rung_of_the_stored_measurement(tmp_path):
@@ -217,3 +322,26 @@ def test_every_template_page_shows_its_measured_benchmark(site):
     for rung in available():
         (page,) = site.rglob(f"templates/{rung.step}-{rung.name}.html")
         assert f"{rung.step}-{rung.name}-bench.svg" in page.read_text(), page
+
+
+def test_every_command_has_examples_on_the_cli_page_and_each_parses():
+    import shlex
+
+    from jax_ladder import cli
+
+    sys.path.insert(0, str(REPO / "docs" / "_ext"))
+    import jax_ladder_pages
+
+    assert set(jax_ladder_pages.CLI_EXAMPLES) == set(cli.COMMANDS)
+    parser = cli._parser()
+    refused = []
+    for command, examples in jax_ladder_pages.CLI_EXAMPLES.items():
+        for line, _ in examples:
+            words = shlex.split(line)
+            assert words[:2] == ["jax-ladder", command], line
+            try:
+                parser.parse_args(words[1:])
+            except SystemExit as done:  # a --help prints and exits 0
+                if done.code != 0:
+                    refused.append(line)
+    assert not refused, refused

@@ -23,6 +23,7 @@ SKELETON = {
     "_skeleton/reference.py": PACKAGE / "reference.py",
     "_skeleton/op.py": PACKAGE / "{{ cookiecutter.op_name }}.py",
     "_skeleton/op_spec.py": Path("tests/op_spec.py"),
+    "_skeleton/test_kernel.py": Path("tests/test_kernel.py"),
 }
 
 

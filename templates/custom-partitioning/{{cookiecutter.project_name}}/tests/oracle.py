@@ -33,10 +33,12 @@ SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}
 def top_k_f64(x, k):
     """Values and indices of the k largest entries per row, in float64.
 
-    A stable sort on -x keeps equal values in index order, like lax.top_k.
+    Ordered as lax.top_k orders them: by value, +0 above -0 (XLA sorts
+    floats in their total order), and equal values in index order (lexsort
+    is stable).
     """
     x = np.asarray(x, np.float64)
-    indices = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    indices = np.lexsort((np.signbit(x), -x), axis=-1)[:, :k]
     values = np.take_along_axis(x, indices, axis=1)
     if SOFTMAX:
         row_max = x.max(axis=1, keepdims=True)

@@ -94,6 +94,21 @@ def distances_f64(x, y):
     return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
 
 
+
+def distances_vjp_f64(x, y, cotangent):
+    """Gradient of sum(cotangent * d) with respect to x and y.
+
+    Where x_i == y_j the pair contributes 0 (the minimum-norm subgradient).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    diff = x[:, None, :] - y[None, :, :]
+    d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = np.where(d == 0, 0.0, np.asarray(cotangent, np.float64) / d)
+    weighted = weight[:, :, None] * diff
+    return weighted.sum(axis=1), -weighted.sum(axis=0)
+
 # The benchmark's sizes (benchmarks/bench.py; --quick takes the first). The
 # last one's (n, m, k) differences alone are 4.3 GB in float32.
 BENCH_SIZES = [
@@ -105,6 +120,9 @@ BENCH_SIZES = [
     {"n": 4096, "m": 4096, "k": 64},
 ]
 
+# The coordinates the op supports: see the args below.
+POINTS = (-1e18, 1e18)
+SMALLEST = 1e-15
 MODES = ("auto", "explicit", "explicit-set-mesh")  # the jit-* cells of one mesh axis
 POINTS_SPLIT = "5 small all-reduces (centre, near-duplicate test, two products), not 1"
 FEATURES_SPLIT = "2 all-gathers (the products contract over the split features), not 0"
@@ -114,9 +132,18 @@ SPEC = OpSpec(
     op={{ cookiecutter.op_name }},
     reference={{ cookiecutter.op_name }}_reference,
     oracle=distances_f64,
-    # Random normal points: no two coincide, so the reference's gradient (the
-    # cells' gradient oracle) is defined; coincident points have their own tests.
-    args=(Arg("x", ("n", "k")), Arg("y", ("m", "k"))),
+    # The gradient oracle states the rule's subgradient, 0, where points
+    # coincide (the hard cells' zeros and ties), where the reference's
+    # autodiff is NaN: the very case the rule exists for.
+    gradient_oracle=distances_vjp_f64,
+    # A squared difference must stay finite in float32 (|x - y| below about
+    # 1e19), and the squares of tiny ones are flushed to zero below float32's
+    # smallest normal number (1.2e-38): distances below about 1e-16 lose more
+    # than the tolerance. The hard cells stay within both bounds.
+    args=(
+        Arg("x", ("n", "k"), domain=POINTS, smallest=SMALLEST),
+        Arg("y", ("m", "k"), domain=POINTS, smallest=SMALLEST),
+    ),
     outputs=(("n", "m"),),
     sizes={"n": 8, "m": 4, "k": 4},
     tolerance=DISTANCES,

@@ -16,21 +16,6 @@ def shape_id(shape) -> str:
     return "x".join(map(str, shape))
 
 
-def distances_vjp_f64(x, y, cotangent):
-    """Gradient of sum(cotangent * d) with respect to x and y.
-
-    Where x_i == y_j the pair contributes 0 (the minimum-norm subgradient).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    diff = x[:, None, :] - y[None, :, :]
-    d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        weight = np.where(d == 0, 0.0, np.asarray(cotangent, np.float64) / d)
-    weighted = weight[:, :, None] * diff
-    return weighted.sum(axis=1), -weighted.sum(axis=0)
-
-
 def distances_jvp_f64(x, y, x_dot, y_dot):
     """Directional derivative of d along (x_dot, y_dot); 0 where x_i == y_j."""
     x, y, x_dot, y_dot = (np.asarray(a, dtype=np.float64) for a in (x, y, x_dot, y_dot))

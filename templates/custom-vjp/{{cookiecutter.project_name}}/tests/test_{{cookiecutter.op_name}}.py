@@ -17,14 +17,13 @@ import pytest
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 from compare import Ulps, assert_close
-from op_spec import DISTANCES, GRADIENTS, distances_f64
+from op_spec import DISTANCES, GRADIENTS, distances_f64, distances_vjp_f64
 from oracle import (
     HESSIANS,
     distances_hessian_f64,
 {%- if cookiecutter.rule == "jvp" %}
     distances_jvp_f64,
 {%- endif %}
-    distances_vjp_f64,
     shape_id,
 )
 

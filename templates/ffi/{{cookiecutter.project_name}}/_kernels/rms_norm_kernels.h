@@ -6,6 +6,7 @@
 //   backward: c = r^3 * sum(g * x) / n            dx = r * g - c * x
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -13,11 +14,18 @@
 
 namespace rowwise::op {
 
-// The FFI attribute: its name, as Python passes it, and its check.
-inline constexpr const char kAttribute[] = "eps";
+// A row must be whole on one device: the forward sums its squares.
+inline constexpr bool kNeedsWholeRows = true;
 
-inline const char* attribute_problem(double eps) {
-  return eps >= 0.0 && std::isfinite(eps) ? nullptr : "eps must be finite and >= 0";
+// The FFI call's one attribute, eps (a valid value here, for kernel_check),
+// its name as Python passes it, and its check.
+struct Attributes {
+  double eps = 1e-6;
+};
+inline constexpr std::array<const char*, 1> kAttributeNames = {"eps"};
+
+inline const char* attributes_problem(const Attributes& a) {
+  return a.eps >= 0.0 && std::isfinite(a.eps) ? nullptr : "eps must be finite and >= 0";
 }
 
 // r = 1 / rms of a row of n elements, from the sum of their squares.
@@ -38,20 +46,21 @@ ROWWISE_HD C input_gradient(C r, C g, C c, C x) {
 // The element-wise passes run in Row::Compute, with r and c rounded to it
 // once per row.
 template <typename Row, typename T>
-ROWWISE_HD double forward_row(const Row& row, const T* x, T* y, double eps) {
+ROWWISE_HD double forward_row(const Row& row, const T* x, T* y, const Attributes& a) {
   using C = typename Row::Compute;
   const Accumulator sum_of_squares = row.sum([&](std::int64_t i) {
     const Accumulator v = Row::load(x[i]);
     return v * v;
   });
-  const double r = inverse_rms(sum_of_squares, row.n, eps);
+  const double r = inverse_rms(sum_of_squares, row.n, a.eps);
   const C rc = static_cast<C>(r);
   row.each([&](std::int64_t i) { y[i] = Row::store(Row::load(x[i]) * rc); });
   return r;
 }
 
 template <typename Row, typename T>
-ROWWISE_HD void backward_row(const Row& row, const T* x, double r, const T* g, T* dx) {
+ROWWISE_HD void backward_row(const Row& row, const T* x, double r, const T* g, T* dx,
+                             const Attributes&) {
   using C = typename Row::Compute;
   const Accumulator sum_gx = row.sum([&](std::int64_t i) {
     return static_cast<Accumulator>(Row::load(g[i])) * static_cast<Accumulator>(Row::load(x[i]));

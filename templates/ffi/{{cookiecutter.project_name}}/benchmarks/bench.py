@@ -37,11 +37,16 @@ A row-wise op like this one is usually memory-bound, so these fractions, not
 FLOPs, say how much is left to gain. On a CPU device the line under each row
 also gives two one-thread NumPy copies of the same bytes (into memory in use,
 and into a new array, for which NumPy asks for transparent huge pages), the
-host's streaming limit the README's measurements quote.
+host's streaming limit{% if cookiecutter.example != "none" %} the README's measurements quote{% endif %}.
 
 Much of the time for 64 MB of fresh output on a CPU is the kernel's page
+{% if cookiecutter.example != "none" -%}
 faults: the handler asks for huge pages on its output and pre-faults it (see
 csrc/huge_pages.h), while XLA's buffers, the fresh copy's included, take 4 KiB
+{%- else -%}
+faults (a handler may ask for huge pages on its output and pre-fault it), and
+XLA's buffers, the fresh copy's included, take 4 KiB
+{%- endif %}
 faults unless GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (on Linux with glibc) asks
 for huge pages for them too.
 """

@@ -7,10 +7,14 @@
 // problem; JAX raises it in Python as jax.errors.JaxRuntimeError.
 #pragma once
 
-#include <cmath>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "op.h"
 #include "xla/ffi/api/ffi.h"
@@ -107,23 +111,74 @@ inline std::optional<ffi::Error> check_residual(const char* op, const char* what
   return check_same(op, what, residual, residual_dtype(x.element_type()), dims.first(dims.size() - 1));
 }
 
-// The op's own check of its attribute (op::attribute_problem).
-inline std::optional<ffi::Error> check_attribute(const char* op, double value) {
-  if (const char* problem = op::attribute_problem(value)) {
+// The op's attributes, one double each (op::Attributes, op::kAttributeNames).
+inline constexpr std::size_t kAttributeCount = op::kAttributeNames.size();
+static_assert(kAttributeCount == 0 ? std::is_empty_v<op::Attributes>
+                                   : sizeof(op::Attributes) == kAttributeCount * sizeof(double),
+              "op::Attributes must have one double member per name in op::kAttributeNames");
+
+// "(a=1, b=2)": names with values, or names alone (an empty values).
+template <typename Names, typename Values>
+std::string attribute_list(const Names& names, const Values& values) {
+  std::ostringstream out;
+  out << "(";
+  std::size_t i = 0;
+  for (const auto& name : names) {
+    out << (i ? ", " : "") << name;
+    if (i < values.size()) out << "=" << values[i];
+    ++i;
+  }
+  out << ")";
+  return out.str();
+}
+
+template <std::size_t... I>
+op::Attributes make_attributes(const std::array<double, sizeof...(I)>& values,
+                               std::index_sequence<I...>) {
+  return op::Attributes{values[I]...};
+}
+
+// The FFI call's attributes as op::Attributes: exactly the declared names,
+// each a float64 (XLA passes whatever the caller sent, so the handler checks
+// the names and types), then the op's own check of their values.
+inline std::optional<ffi::Error> check_attributes(const char* op, const ffi::Dictionary& given,
+                                                  op::Attributes& attributes) {
+  const std::array<double, 0> no_values{};
+  bool declared = given.size() == kAttributeCount;
+  for (const char* name : op::kAttributeNames) declared = declared && given.contains(name);
+  if (!declared) {
+    return ffi::Error::InvalidArgument(
+        std::string(op) + ": expected the attributes " +
+        attribute_list(op::kAttributeNames, no_values) + ", got " +
+        attribute_list(given, no_values));
+  }
+  std::array<double, kAttributeCount> values{};
+  std::size_t i = 0;
+  for (const char* name : op::kAttributeNames) {
+    auto value = given.get<double>(name);
+    if (value.has_error()) {
+      return ffi::Error::InvalidArgument(std::string(op) + ": attribute " + name + ": " +
+                                         value.error().message());
+    }
+    values[i++] = *value;
+  }
+  attributes = make_attributes(values, std::make_index_sequence<kAttributeCount>{});
+  if (const char* problem = op::attributes_problem(attributes)) {
     return ffi::Error::InvalidArgument(std::string(op) + ": " + problem + ", got " +
-                                       std::to_string(value));
+                                       attribute_list(op::kAttributeNames, values));
   }
   return std::nullopt;
 }
 
 // Everything the forward handlers (CPU and CUDA) check before computing; fills
-// in the geometry of x.
+// in the geometry of x and the attributes.
 inline std::optional<ffi::Error> check_forward(const ffi::AnyBuffer& x, const ffi::AnyBuffer& y,
                                                const ffi::AnyBuffer& residual,
-                                               double attribute, Geometry& geometry) {
+                                               const ffi::Dictionary& given,
+                                               op::Attributes& attributes, Geometry& geometry) {
   constexpr const char* op = OP_NAME "_forward";
   if (auto error = check_input(op, x, geometry)) return error;
-  if (auto error = check_attribute(op, attribute)) return error;
+  if (auto error = check_attributes(op, given, attributes)) return error;
   if (auto error = check_same(op, "output y", y, x.element_type(), x.dimensions())) return error;
   return check_residual(op, "output residual", residual, x);
 }
@@ -131,10 +186,12 @@ inline std::optional<ffi::Error> check_forward(const ffi::AnyBuffer& x, const ff
 // Everything the backward handlers (CPU and CUDA) check before computing.
 inline std::optional<ffi::Error> check_backward(const ffi::AnyBuffer& x,
                                                 const ffi::AnyBuffer& residual,
-                                                const ffi::AnyBuffer& ct,
-                                                const ffi::AnyBuffer& dx, Geometry& geometry) {
+                                                const ffi::AnyBuffer& ct, const ffi::AnyBuffer& dx,
+                                                const ffi::Dictionary& given,
+                                                op::Attributes& attributes, Geometry& geometry) {
   constexpr const char* op = OP_NAME "_backward";
   if (auto error = check_input(op, x, geometry)) return error;
+  if (auto error = check_attributes(op, given, attributes)) return error;
   if (auto error = check_residual(op, "input residual", residual, x)) return error;
   if (auto error = check_same(op, "cotangent", ct, x.element_type(), x.dimensions())) {
     return error;

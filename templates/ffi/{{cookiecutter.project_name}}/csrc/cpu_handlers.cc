@@ -22,47 +22,49 @@ namespace {
 // once the checks have matched their dtypes and shapes.
 template <typename T>
 void forward_buffers(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-                     ffi::AnyBuffer& residual, Geometry g, double attribute) {
+                     ffi::AnyBuffer& residual, Geometry g, const op::Attributes& attributes) {
   using R = typename Traits<T>::Residual;
   run_forward(pool, static_cast<const T*>(x.untyped_data()), static_cast<T*>(y.untyped_data()),
-              static_cast<R*>(residual.untyped_data()), g.rows, g.cols, attribute);
+              static_cast<R*>(residual.untyped_data()), g.rows, g.cols, attributes);
 }
 
 template <typename T>
 void backward_buffers(ffi::ThreadPool& pool, const ffi::AnyBuffer& x,
                       const ffi::AnyBuffer& residual, const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx,
-                      Geometry g) {
+                      Geometry g, const op::Attributes& attributes) {
   using R = typename Traits<T>::Residual;
   run_backward(pool, static_cast<const T*>(x.untyped_data()),
                static_cast<const R*>(residual.untyped_data()),
                static_cast<const T*>(ct.untyped_data()), static_cast<T*>(dx.untyped_data()),
-               g.rows, g.cols);
+               g.rows, g.cols, attributes);
 }
 
 constexpr const char* kForward = OP_NAME "_forward";
 constexpr const char* kBackward = OP_NAME "_backward";
 
 ffi::Error Forward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-                   ffi::AnyBuffer& residual, double attribute) {
+                   ffi::AnyBuffer& residual, const ffi::Dictionary& given) {
   Geometry g;
-  if (auto error = check_forward(x, y, residual, attribute, g)) return *error;
+  op::Attributes a;
+  if (auto error = check_forward(x, y, residual, given, a, g)) return *error;
   switch (x.element_type()) {
-    case ffi::DataType::F32: forward_buffers<float>(pool, x, y, residual, g, attribute); break;
-    case ffi::DataType::F64: forward_buffers<double>(pool, x, y, residual, g, attribute); break;
-    case ffi::DataType::BF16: forward_buffers<BFloat16>(pool, x, y, residual, g, attribute); break;
+    case ffi::DataType::F32: forward_buffers<float>(pool, x, y, residual, g, a); break;
+    case ffi::DataType::F64: forward_buffers<double>(pool, x, y, residual, g, a); break;
+    case ffi::DataType::BF16: forward_buffers<BFloat16>(pool, x, y, residual, g, a); break;
     default: return failure(ffi::ErrorCode::kInternal, kForward, "dtype passed the checks but has no kernel");
   }
   return ffi::Error::Success();
 }
 
 ffi::Error Backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::AnyBuffer& residual,
-                    const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx) {
+                    const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx, const ffi::Dictionary& given) {
   Geometry g;
-  if (auto error = check_backward(x, residual, ct, dx, g)) return *error;
+  op::Attributes a;
+  if (auto error = check_backward(x, residual, ct, dx, given, a, g)) return *error;
   switch (x.element_type()) {
-    case ffi::DataType::F32: backward_buffers<float>(pool, x, residual, ct, dx, g); break;
-    case ffi::DataType::F64: backward_buffers<double>(pool, x, residual, ct, dx, g); break;
-    case ffi::DataType::BF16: backward_buffers<BFloat16>(pool, x, residual, ct, dx, g); break;
+    case ffi::DataType::F32: backward_buffers<float>(pool, x, residual, ct, dx, g, a); break;
+    case ffi::DataType::F64: backward_buffers<double>(pool, x, residual, ct, dx, g, a); break;
+    case ffi::DataType::BF16: backward_buffers<BFloat16>(pool, x, residual, ct, dx, g, a); break;
     default: return failure(ffi::ErrorCode::kInternal, kBackward, "dtype passed the checks but has no kernel");
   }
   return ffi::Error::Success();
@@ -71,28 +73,30 @@ ffi::Error Backward(ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::A
 // The functions XLA calls: each runs its body through guarded(), so no C++
 // exception reaches XLA (see guard.h).
 ffi::Error ForwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
-                       ffi::Result<ffi::AnyBuffer> residual, double attribute) {
-  return guarded(kForward, [&] { return Forward(pool, x, *y, *residual, attribute); });
+                       ffi::Result<ffi::AnyBuffer> residual, ffi::Dictionary attributes) {
+  return guarded(kForward, [&] { return Forward(pool, x, *y, *residual, attributes); });
 }
 
 ffi::Error BackwardImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer residual,
-                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
-  return guarded(kBackward, [&] { return Backward(pool, x, residual, ct, *dx); });
+                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx,
+                        ffi::Dictionary attributes) {
+  return guarded(kBackward, [&] { return Backward(pool, x, residual, ct, *dx, attributes); });
 }
 
 }  // namespace
 }  // namespace rowwise
 
 // The symbols the nanobind module (module.cc) wraps in capsules. The binding
-// declares what XLA passes in: XLA decodes and type-checks the call frame
-// against it (an attribute of the wrong type fails here, before the handler).
+// declares what XLA passes in: XLA decodes and type-checks the buffers
+// against it; the attributes arrive as a dictionary, which check_attributes
+// (checks.h) matches against the op's declared names and types.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseForwardCpu, rowwise::ForwardImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::AnyBuffer>()  // x
                                   .Ret<ffi::AnyBuffer>()  // y
                                   .Ret<ffi::AnyBuffer>()  // the residual, one per row
-                                  .Attr<double>(rowwise::op::kAttribute));
+                                  .Attrs());  // the op's attributes, by name
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseBackwardCpu, rowwise::BackwardImpl,
                               ffi::Ffi::Bind()
@@ -100,4 +104,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseBackwardCpu, rowwise::BackwardImpl,
                                   .Arg<ffi::AnyBuffer>()   // x
                                   .Arg<ffi::AnyBuffer>()   // the residual from the forward
                                   .Arg<ffi::AnyBuffer>()   // cotangent of y
-                                  .Ret<ffi::AnyBuffer>());  // dx
+                                  .Ret<ffi::AnyBuffer>()   // dx
+                                  .Attrs());  // the op's attributes, by name

@@ -19,12 +19,13 @@ namespace rowwise {
 #define ROWWISE_DEFINE(T)                                                                   \
   ROWWISE_CLONES void forward(const T* x, T* y, Traits<T>::Residual* residual,             \
                               std::int64_t begin, std::int64_t end, std::int64_t n,         \
-                              double attribute) {                                           \
-    forward_rows<T>(x, y, residual, begin, end, n, attribute);                              \
+                              const op::Attributes& attributes) {                           \
+    forward_rows<T>(x, y, residual, begin, end, n, attributes);                             \
   }                                                                                         \
   ROWWISE_CLONES void backward(const T* x, const Traits<T>::Residual* residual, const T* g, \
-                               T* dx, std::int64_t begin, std::int64_t end, std::int64_t n) { \
-    backward_rows<T>(x, residual, g, dx, begin, end, n);                                    \
+                               T* dx, std::int64_t begin, std::int64_t end, std::int64_t n, \
+                               const op::Attributes& attributes) {                          \
+    backward_rows<T>(x, residual, g, dx, begin, end, n, attributes);                        \
   }
 ROWWISE_DEFINE(float)
 ROWWISE_DEFINE(double)

@@ -126,11 +126,11 @@ struct CpuRow {
 template <typename T>
 ROWWISE_INLINE void forward_rows(const T* x, T* y, typename Traits<T>::Residual* residual,
                                  std::int64_t begin, std::int64_t end, std::int64_t n,
-                                 double attribute) {
+                                 const op::Attributes& attributes) {
   const CpuRow<T> row{n};
   for (std::int64_t r = begin; r < end; ++r) {
     residual[r] = static_cast<typename Traits<T>::Residual>(
-        op::forward_row(row, x + r * n, y + r * n, attribute));
+        op::forward_row(row, x + r * n, y + r * n, attributes));
   }
 }
 
@@ -139,19 +139,21 @@ ROWWISE_INLINE void forward_rows(const T* x, T* y, typename Traits<T>::Residual*
 template <typename T>
 ROWWISE_INLINE void backward_rows(const T* x, const typename Traits<T>::Residual* residual,
                                   const T* g, T* dx, std::int64_t begin, std::int64_t end,
-                                  std::int64_t n) {
+                                  std::int64_t n, const op::Attributes& attributes) {
   const CpuRow<T> row{n};
   for (std::int64_t r = begin; r < end; ++r) {
-    op::backward_row(row, x + r * n, static_cast<double>(residual[r]), g + r * n, dx + r * n);
+    op::backward_row(row, x + r * n, static_cast<double>(residual[r]), g + r * n, dx + r * n,
+                     attributes);
   }
 }
 
 // Entry points, one per storage type, defined in cpu_kernels.cc.
 #define ROWWISE_DECLARE(T)                                                                  \
   void forward(const T* x, T* y, Traits<T>::Residual* residual, std::int64_t begin,        \
-               std::int64_t end, std::int64_t n, double attribute);                         \
+               std::int64_t end, std::int64_t n, const op::Attributes& attributes);         \
   void backward(const T* x, const Traits<T>::Residual* residual, const T* g, T* dx,        \
-                std::int64_t begin, std::int64_t end, std::int64_t n);
+                std::int64_t begin, std::int64_t end, std::int64_t n,                       \
+                const op::Attributes& attributes);
 ROWWISE_DECLARE(float)
 ROWWISE_DECLARE(double)
 ROWWISE_DECLARE(BFloat16)

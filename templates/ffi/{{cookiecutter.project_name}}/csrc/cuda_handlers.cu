@@ -99,11 +99,11 @@ struct GpuBlock {
 template <typename T, typename R>
 __global__ void forward_kernel(const T* __restrict__ x, T* __restrict__ y,
                                R* __restrict__ residual, std::int64_t rows, std::int64_t n,
-                               double attribute) {
+                               op::Attributes attributes) {
   __shared__ Accumulator scratch[kBlockThreads / 32];
   const BlockRow<Device<T>, GpuBlock> row{n, threadIdx.x, GpuBlock{scratch}};
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const double value = op::forward_row(row, x + r * n, y + r * n, attribute);
+    const double value = op::forward_row(row, x + r * n, y + r * n, attributes);
     if (threadIdx.x == 0) residual[r] = static_cast<R>(value);
   }
 }
@@ -111,11 +111,12 @@ __global__ void forward_kernel(const T* __restrict__ x, T* __restrict__ y,
 template <typename T, typename R>
 __global__ void backward_kernel(const T* __restrict__ x, const R* __restrict__ residual,
                                 const T* __restrict__ g, T* __restrict__ dx, std::int64_t rows,
-                                std::int64_t n) {
+                                std::int64_t n, op::Attributes attributes) {
   __shared__ Accumulator scratch[kBlockThreads / 32];
   const BlockRow<Device<T>, GpuBlock> row{n, threadIdx.x, GpuBlock{scratch}};
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    op::backward_row(row, x + r * n, static_cast<double>(residual[r]), g + r * n, dx + r * n);
+    op::backward_row(row, x + r * n, static_cast<double>(residual[r]), g + r * n, dx + r * n,
+                     attributes);
   }
 }
 
@@ -145,50 +146,52 @@ ffi::Error launch_checked(const char* op, Launch launch) {
 
 template <typename T, typename R>
 ffi::Error launch_forward(cudaStream_t stream, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-                          ffi::AnyBuffer& residual, Geometry g, double attribute) {
+                          ffi::AnyBuffer& residual, Geometry g, const op::Attributes& a) {
   return launch_checked(OP_NAME "_forward", [&] {
     forward_kernel<T, R><<<blocks_for(g.rows), kBlockThreads, 0, stream>>>(
         static_cast<const T*>(x.untyped_data()), static_cast<T*>(y.untyped_data()),
-        static_cast<R*>(residual.untyped_data()), g.rows, g.cols, attribute);
+        static_cast<R*>(residual.untyped_data()), g.rows, g.cols, a);
   });
 }
 
 template <typename T, typename R>
 ffi::Error launch_backward(cudaStream_t stream, const ffi::AnyBuffer& x,
                            const ffi::AnyBuffer& residual, const ffi::AnyBuffer& ct,
-                           ffi::AnyBuffer& dx, Geometry g) {
+                           ffi::AnyBuffer& dx, Geometry g, const op::Attributes& a) {
   return launch_checked(OP_NAME "_backward", [&] {
     backward_kernel<T, R><<<blocks_for(g.rows), kBlockThreads, 0, stream>>>(
         static_cast<const T*>(x.untyped_data()), static_cast<const R*>(residual.untyped_data()),
         static_cast<const T*>(ct.untyped_data()), static_cast<T*>(dx.untyped_data()), g.rows,
-        g.cols);
+        g.cols, a);
   });
 }
 
 ffi::Error Forward(cudaStream_t stream, const ffi::AnyBuffer& x, ffi::AnyBuffer& y,
-                   ffi::AnyBuffer& residual, double attribute) {
+                   ffi::AnyBuffer& residual, const ffi::Dictionary& given) {
   Geometry g;
-  if (auto error = check_forward(x, y, residual, attribute, g)) return *error;
+  op::Attributes a;
+  if (auto error = check_forward(x, y, residual, given, a, g)) return *error;
   if (g.rows == 0) return ffi::Error::Success();
   switch (x.element_type()) {
-    case ffi::DataType::F32: return launch_forward<float, float>(stream, x, y, residual, g, attribute);
-    case ffi::DataType::F64: return launch_forward<double, double>(stream, x, y, residual, g, attribute);
+    case ffi::DataType::F32: return launch_forward<float, float>(stream, x, y, residual, g, a);
+    case ffi::DataType::F64: return launch_forward<double, double>(stream, x, y, residual, g, a);
     case ffi::DataType::BF16:
-      return launch_forward<__nv_bfloat16, float>(stream, x, y, residual, g, attribute);
+      return launch_forward<__nv_bfloat16, float>(stream, x, y, residual, g, a);
     default: return ffi::Error::Internal(OP_NAME "_forward: dtype passed the checks but has no kernel");
   }
 }
 
 ffi::Error Backward(cudaStream_t stream, const ffi::AnyBuffer& x, const ffi::AnyBuffer& residual,
-                    const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx) {
+                    const ffi::AnyBuffer& ct, ffi::AnyBuffer& dx, const ffi::Dictionary& given) {
   Geometry g;
-  if (auto error = check_backward(x, residual, ct, dx, g)) return *error;
+  op::Attributes a;
+  if (auto error = check_backward(x, residual, ct, dx, given, a, g)) return *error;
   if (g.rows == 0) return ffi::Error::Success();
   switch (x.element_type()) {
-    case ffi::DataType::F32: return launch_backward<float, float>(stream, x, residual, ct, dx, g);
-    case ffi::DataType::F64: return launch_backward<double, double>(stream, x, residual, ct, dx, g);
+    case ffi::DataType::F32: return launch_backward<float, float>(stream, x, residual, ct, dx, g, a);
+    case ffi::DataType::F64: return launch_backward<double, double>(stream, x, residual, ct, dx, g, a);
     case ffi::DataType::BF16:
-      return launch_backward<__nv_bfloat16, float>(stream, x, residual, ct, dx, g);
+      return launch_backward<__nv_bfloat16, float>(stream, x, residual, ct, dx, g, a);
     default: return ffi::Error::Internal(OP_NAME "_backward: dtype passed the checks but has no kernel");
   }
 }
@@ -196,13 +199,15 @@ ffi::Error Backward(cudaStream_t stream, const ffi::AnyBuffer& x, const ffi::Any
 // The functions XLA calls: each runs its body through guarded(), so no C++
 // exception reaches XLA (see guard.h).
 ffi::Error ForwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
-                       ffi::Result<ffi::AnyBuffer> residual, double attribute) {
-  return guarded(OP_NAME "_forward", [&] { return Forward(stream, x, *y, *residual, attribute); });
+                       ffi::Result<ffi::AnyBuffer> residual, ffi::Dictionary attributes) {
+  return guarded(OP_NAME "_forward", [&] { return Forward(stream, x, *y, *residual, attributes); });
 }
 
 ffi::Error BackwardImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer residual,
-                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx) {
-  return guarded(OP_NAME "_backward", [&] { return Backward(stream, x, residual, ct, *dx); });
+                        ffi::AnyBuffer ct, ffi::Result<ffi::AnyBuffer> dx,
+                        ffi::Dictionary attributes) {
+  return guarded(OP_NAME "_backward",
+                 [&] { return Backward(stream, x, residual, ct, *dx, attributes); });
 }
 
 }  // namespace
@@ -216,7 +221,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseForwardCuda, rowwise::ForwardImpl,
                                   .Arg<ffi::AnyBuffer>()  // x
                                   .Ret<ffi::AnyBuffer>()  // y
                                   .Ret<ffi::AnyBuffer>()  // the residual, one per row
-                                  .Attr<double>(rowwise::op::kAttribute),
+                                  .Attrs(),  // the op's attributes, by name
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseBackwardCuda, rowwise::BackwardImpl,
@@ -225,5 +230,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(RowwiseBackwardCuda, rowwise::BackwardImpl,
                                   .Arg<ffi::AnyBuffer>()   // x
                                   .Arg<ffi::AnyBuffer>()   // residual from the forward
                                   .Arg<ffi::AnyBuffer>()   // cotangent of y
-                                  .Ret<ffi::AnyBuffer>(),  // dx
+                                  .Ret<ffi::AnyBuffer>()   // dx
+                                  .Attrs(),  // the op's attributes, by name
                               {ffi::Traits::kCmdBufferCompatible});

@@ -195,7 +195,7 @@ struct Rows {
     for (auto& v : g) v = from_double<T>(normal(gen));
   }
   std::int64_t rows, n;
-  double attribute = 1e-6;
+  op::Attributes attributes;  // the kernel file's valid values
   std::vector<T> x, g, y, dx;
   std::vector<R> residual;
 };
@@ -224,9 +224,9 @@ void expect_direct(const Rows<T>& c, const std::string& what, bool backward_too)
   const DirectRow<T> row{c.n};
   for (std::int64_t r = 0; r < c.rows; ++r) {
     want.residual[r] = static_cast<typename Rows<T>::R>(
-        op::forward_row(row, c.x.data() + r * c.n, want.y.data() + r * c.n, c.attribute));
+        op::forward_row(row, c.x.data() + r * c.n, want.y.data() + r * c.n, c.attributes));
     op::backward_row(row, c.x.data() + r * c.n, static_cast<double>(c.residual[r]),
-                     c.g.data() + r * c.n, want.dx.data() + r * c.n);
+                     c.g.data() + r * c.n, want.dx.data() + r * c.n, c.attributes);
   }
   const double tol = tolerance(c.x.data());
   const std::string label = what + " " + name(c.x.data());
@@ -241,11 +241,11 @@ void expect_direct(const Rows<T>& c, const std::string& what, bool backward_too)
 template <typename T, typename Pool>
 void run_cpu(Rows<T>& c, Pool& pool, bool backward_too) {
   parallel_rows(pool, c.rows, c.n, [&](std::int64_t b, std::int64_t e) {
-    forward(c.x.data(), c.y.data(), c.residual.data(), b, e, c.n, c.attribute);
+    forward(c.x.data(), c.y.data(), c.residual.data(), b, e, c.n, c.attributes);
   });
   if (!backward_too) return;
   parallel_rows(pool, c.rows, c.n, [&](std::int64_t b, std::int64_t e) {
-    backward(c.x.data(), c.residual.data(), c.g.data(), c.dx.data(), b, e, c.n);
+    backward(c.x.data(), c.residual.data(), c.g.data(), c.dx.data(), b, e, c.n, c.attributes);
   });
 }
 
@@ -323,9 +323,10 @@ void check_huge_page_advice(std::mt19937& gen) {
     {
       WatchingPool pool(3, [&] { advised_during |= mapping_flags(middle).count("hg") > 0; });
       if (backward_pass) {
-        run_backward(pool, c.x.data(), c.residual.data(), c.g.data(), c.dx.data(), c.rows, c.n);
+        run_backward(pool, c.x.data(), c.residual.data(), c.g.data(), c.dx.data(), c.rows, c.n,
+                     c.attributes);
       } else {
-        run_forward(pool, c.x.data(), c.y.data(), c.residual.data(), c.rows, c.n, c.attribute);
+        run_forward(pool, c.x.data(), c.y.data(), c.residual.data(), c.rows, c.n, c.attributes);
       }
       expect(mapping_flags(middle).count("hg") == 0,
              label + ": the huge-page advice outlives the call");
@@ -383,14 +384,14 @@ void run_cuda_rows(Rows<T>& c, bool backward_too) {
     for (int t = 0; t < kBlockThreads; ++t) {
       const BlockRow<Traits<T>, SerialBlock> row{c.n, t, SerialBlock{}};
       const double value =
-          op::forward_row(row, c.x.data() + r * c.n, c.y.data() + r * c.n, c.attribute);
+          op::forward_row(row, c.x.data() + r * c.n, c.y.data() + r * c.n, c.attributes);
       if (t == 0) c.residual[r] = static_cast<typename Rows<T>::R>(value);
     }
     if (!backward_too) continue;
     for (int t = 0; t < kBlockThreads; ++t) {
       const BlockRow<Traits<T>, SerialBlock> row{c.n, t, SerialBlock{}};
       op::backward_row(row, c.x.data() + r * c.n, static_cast<double>(c.residual[r]),
-                       c.g.data() + r * c.n, c.dx.data() + r * c.n);
+                       c.g.data() + r * c.n, c.dx.data() + r * c.n, c.attributes);
     }
   }
 }

@@ -28,7 +28,12 @@ nb::capsule capsule(Fn* fn) {
 NB_MODULE(_ffi, m) {
   m.doc() = "XLA FFI handlers for the op " OP_NAME ", as PyCapsules.";
   m.attr("op_name") = OP_NAME;
-  m.attr("attribute") = rowwise::op::kAttribute;  // the name of the handlers' attribute
+  // The kernel file's declaration, which rowwise.py builds the FFI calls from:
+  // the attributes' names, and whether a row must be whole on one device.
+  nb::list attributes;
+  for (const char* name : rowwise::op::kAttributeNames) attributes.append(name);
+  m.attr("attributes") = attributes;
+  m.attr("needs_whole_rows") = rowwise::op::kNeedsWholeRows;
   m.def("cpu_targets", [] {
     nb::dict targets;
     targets["forward"] = capsule(RowwiseForwardCpu);

@@ -5,19 +5,32 @@
 // The op is row-wise over the last axis of one input x: each row of n
 // elements gives a row of y (same shape and dtype) and one scalar per row,
 // the residual, that the backward pass gets back with the row of x and the
-// row of the cotangent g to compute the row of dx. One double attribute
-// (its name is yours: kAttribute) reaches both the forward and the checks.
-// The kernel file defines, in namespace rowwise::op:
+// row of the cotangent g to compute the row of dx. The op's attributes
+// (compile-time constants of the FFI call: none, one or several, each a
+// double, named as Python passes them) reach the checks, the forward and the
+// backward. The kernel file defines, in namespace rowwise::op:
 //
-//   inline constexpr const char kAttribute[] = "eps";
-//   // nullptr if the attribute's value is fine, else what is wrong with it
-//   inline const char* attribute_problem(double value);
+//   // true if a row must be whole on one device (the op reduces over it): a
+//   // row split across devices is then gathered first. false for an
+//   // element-wise op: each device computes its part of a split row, so
+//   // forward_row's residual must not depend on the row (return 0).
+//   inline constexpr bool kNeedsWholeRows = true;
+//   // one double member per attribute, each set to a valid value (the one
+//   // kernel_check runs the rows with), and their names in the same order
+//   struct Attributes { double eps = 1e-6; };
+//   inline constexpr std::array<const char*, 1> kAttributeNames = {"eps"};
+//   // nullptr if the attributes' values are fine, else what is wrong with them
+//   inline const char* attributes_problem(const Attributes& a);
 //   // one row: writes y, returns the residual
 //   template <typename Row, typename T>
-//   ROWWISE_HD double forward_row(const Row& row, const T* x, T* y, double attribute);
+//   ROWWISE_HD double forward_row(const Row& row, const T* x, T* y, const Attributes& a);
 //   // one row: writes dx from x, the residual and the cotangent g
 //   template <typename Row, typename T>
-//   ROWWISE_HD void backward_row(const Row& row, const T* x, double residual, const T* g, T* dx);
+//   ROWWISE_HD void backward_row(const Row& row, const T* x, double residual, const T* g, T* dx,
+//                                const Attributes& a);
+//
+// An op without attributes declares `struct Attributes {};` and
+// `std::array<const char*, 0> kAttributeNames = {};`.
 //
 // A Row is how the machinery runs the row: write the functions as if one
 // thread did it all, and only through these members (every index loop goes

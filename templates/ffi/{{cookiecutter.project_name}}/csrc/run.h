@@ -28,21 +28,22 @@ namespace rowwise {
 
 template <typename T, typename Pool>
 void run_forward(Pool& pool, const T* x, T* y, typename Traits<T>::Residual* residual,
-                 std::int64_t rows, std::int64_t cols, double attribute) {
+                 std::int64_t rows, std::int64_t cols, const op::Attributes& attributes) {
   const HugePagesDuringCall huge_pages(y, rows * cols * sizeof(T));
   parallel_rows(pool, rows, cols, [=](std::int64_t begin, std::int64_t end) {
     prefault_for_writing(y + begin * cols, (end - begin) * cols * sizeof(T));
-    forward(x, y, residual, begin, end, cols, attribute);
+    forward(x, y, residual, begin, end, cols, attributes);
   });
 }
 
 template <typename T, typename Pool>
 void run_backward(Pool& pool, const T* x, const typename Traits<T>::Residual* residual,
-                  const T* ct, T* dx, std::int64_t rows, std::int64_t cols) {
+                  const T* ct, T* dx, std::int64_t rows, std::int64_t cols,
+                  const op::Attributes& attributes) {
   const HugePagesDuringCall huge_pages(dx, rows * cols * sizeof(T));
   parallel_rows(pool, rows, cols, [=](std::int64_t begin, std::int64_t end) {
     prefault_for_writing(dx + begin * cols, (end - begin) * cols * sizeof(T));
-    backward(x, residual, ct, dx, begin, end, cols);
+    backward(x, residual, ct, dx, begin, end, cols, attributes);
   });
 }
 

@@ -75,6 +75,15 @@ SPLIT_ROWS = (
 )
 {%- endif %}
 
+{%- if cookiecutter.example == "rms_norm" %}
+# The mean of a row's squares must stay finite in float32: |x| below about
+# 1e19 / sqrt(n). The hard-input cells stay within 1e18.
+VALUES_SUPPORTED = (-1e18, 1e18)
+{%- else %}
+# TODO: the values your op supports (the hard-input cells stay within them).
+VALUES_SUPPORTED = (-float("inf"), float("inf"))
+{%- endif %}
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     # eps is a compile-time attribute of the FFI call, not an array: the cells
@@ -82,7 +91,7 @@ SPEC = OpSpec(
     op={{ cookiecutter.op_name }},
     reference={{ cookiecutter.op_name }}_reference,
     oracle=ORACLE,
-    args=(Arg("x", ("b", "n")),),
+    args=(Arg("x", ("b", "n"), domain=VALUES_SUPPORTED),),
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 16},
     tolerance=VALUES,

@@ -2,7 +2,7 @@
 reference (itself checked against the float64 oracle in test_reference.py):
 values, gradients, transforms, and the handlers' checks of bad input. Nothing
 here is specific to one op: it holds for any row-wise op over the last axis
-(csrc/rowwise.h)."""
+(csrc/rowwise.h), with any attributes its kernel file declares."""
 
 import inspect
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from {{ cookiecutter.package_name }} import FORWARD
-from {{ cookiecutter.package_name }}.rowwise import ATTRIBUTE, OP, residual_dtype
+from {{ cookiecutter.package_name }} import BACKWARD, FORWARD
+from {{ cookiecutter.package_name }}.rowwise import ATTRIBUTES, OP, residual_dtype
 
 import op_spec
 from compare import assert_close
@@ -25,8 +25,11 @@ VALUES, GRADIENTS = SPEC.tolerance, SPEC.gradient_tolerance
 # Second derivatives may cancel more than first ones: an op may declare
 # HESSIANS in op_spec.py (each count with its reason); else GRADIENTS.
 HESSIANS = getattr(op_spec, "HESSIANS", GRADIENTS)
-# The attribute's default value, from the op's signature.
-DEFAULT = inspect.signature(op).parameters[ATTRIBUTE].default
+# The handlers' attributes (rowwise.ATTRIBUTES: none, one or several), each
+# at the value the op passes when called with x alone, as the conformance
+# cells call it: its keyword argument's default.
+PARAMETERS = inspect.signature(op).parameters
+DEFAULTS = {name: np.float64(PARAMETERS[name].default) for name in ATTRIBUTES}
 
 # Ranks 1 to 4, size-1 axes, 4096+ rows, a long row.
 SHAPES = [
@@ -171,13 +174,14 @@ def test_grad_of_vmap(rng):
 # --- bad input ----------------------------------------------------------------
 
 
-def ffi_forward(x, y_shape=None, residual_shape=None, attribute=DEFAULT):
+def ffi_forward(x, y_shape=None, residual_shape=None, attributes=None):
     """The raw FFI call, without the op's conversions: what any other caller
     (another wrapper, an exported artifact) can send the handler."""
     y = jax.ShapeDtypeStruct(x.shape if y_shape is None else y_shape, x.dtype)
     shape = x.shape[:-1] if residual_shape is None else residual_shape
     residual = jax.ShapeDtypeStruct(shape, residual_dtype(x.dtype))
-    return jax.ffi.ffi_call(FORWARD, (y, residual))(x, **{ATTRIBUTE: attribute})
+    attributes = DEFAULTS if attributes is None else attributes
+    return jax.ffi.ffi_call(FORWARD, (y, residual))(x, **attributes)
 
 
 def assert_still_usable():
@@ -216,15 +220,40 @@ def test_rows_of_length_0_raise(jit):
     assert_still_usable()
 
 
-def test_attributes_must_have_the_declared_type():
-    # The handler binds Attr<double>: a float32 attribute fails while XLA
-    # decodes the call, before the handler runs. (A Python float is F64,
-    # which is why the op converts it with np.float64 explicitly.)
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_attributes_must_be_the_declared_ones(direction):
+    # XLA hands the handler whatever attributes the caller sent: the handler
+    # checks their names (one missing, one unknown) and that each is a
+    # float64 (a float32 fails: rowwise.py converts with np.float64).
     x = jnp.ones((2, 3), jnp.float32)
-    with pytest.raises(
-        jax.errors.JaxRuntimeError, match="Wrong scalar data type: expected F64 but got F32"
-    ):
-        ffi_forward(x, attribute=np.float32(DEFAULT))
+    residual = jnp.zeros((2,), residual_dtype(x.dtype))
+    target = f"{OP}_{direction}"
+
+    def call(attributes):
+        if direction == "forward":
+            return ffi_forward(x, attributes=attributes)
+        return jax.ffi.ffi_call(BACKWARD, jax.ShapeDtypeStruct(x.shape, x.dtype))(
+            x, residual, x, **attributes
+        )
+
+    wrong = [({**DEFAULTS, "not_declared": np.float64(0)}, "expected the attributes")]
+    wrong += [
+        ({k: v for k, v in DEFAULTS.items() if k != name}, "expected the attributes")
+        for name in DEFAULTS
+    ]
+    wrong += [
+        ({**DEFAULTS, name: np.float32(value)}, f"attribute {name}: .*expected F64 but got F32")
+        for name, value in DEFAULTS.items()
+    ]
+    for attributes, message in wrong + [(DEFAULTS, None)]:
+        # JAX caches compiled calls by their attributes' values, and
+        # np.float32(2.0) == np.float64(2.0): each call compiles afresh.
+        jax.clear_caches()
+        if message is None:
+            jax.block_until_ready(call(attributes))
+            continue
+        with pytest.raises(jax.errors.JaxRuntimeError, match=f"{target}: {message}"):
+            jax.block_until_ready(call(attributes))
     assert_close(ffi_forward(x)[0], oracle(SPEC, [x])[0], VALUES)
     assert_still_usable()
 

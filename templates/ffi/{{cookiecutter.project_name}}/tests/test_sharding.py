@@ -19,6 +19,8 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from {{ cookiecutter.package_name }}.rowwise import REDUCED
+
 from compare import assert_close
 from conformance import oracle, vjp_oracle
 from op_spec import SPEC
@@ -136,14 +138,21 @@ def test_sharded_gradient_communicates_no_more_than_the_reference(sharded):
     ],
     ids=str,
 )
-def test_a_sharded_last_axis_is_gathered_first(rng, mesh_name, shape, spec, axis_type):
-    # Each row must be whole on one device (rowwise.REDUCED), so a sharded
-    # last axis costs an all-gather that the reference (which sums partial
-    # rows with an all-reduce instead) does not have; the results are still
-    # right, and sharded like x.
+def test_a_sharded_last_axis(rng, mesh_name, shape, spec, axis_type):
+    # Where each row must be whole on one device (rowwise.REDUCED names the
+    # row), a sharded last axis costs an all-gather that the reference (which
+    # sums partial rows with an all-reduce, say) may not have; the results are
+    # still right, and sharded like x. An element-wise op (REDUCED empty)
+    # computes each block where it lies: no more communication than the
+    # reference.
     x, cotangent = (jnp.asarray(rng.standard_normal(shape), jnp.float32) for _ in range(2))
     mesh = make_mesh(*MESHES[mesh_name], AXIS_TYPES[axis_type])
     sharded = jax.device_put(x, NamedSharding(mesh, spec))
+    if not REDUCED:
+        assert_no_more_communication(op, reference, sharded)
+        assert_no_more_communication(
+            grad_of_weighted_sum(op), grad_of_weighted_sum(reference), sharded, sharded
+        )
     y = jax.jit(op)(sharded)
     assert y.sharding.is_equivalent_to(sharded.sharding, x.ndim)
     assert_close(y, want(x), VALUES)

@@ -87,16 +87,20 @@ SHARDED_ROW = Refuse(
     "refused: the last axis couples neighbours; shard the batch axis, or reshard first",
 )
 
+FINITE_PRODUCTS = (-1e18, 1e18)
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     op={{ cookiecutter.op_name }},
     reference={{ cookiecutter.op_name }}_reference,
     oracle=matvec_f64,
+    # Three products of two arguments, summed, must stay finite in float32:
+    # every argument below about 1e19. The hard-input cells stay within 1e18.
     args=(
-        Arg("dl", ("b", "n")),
-        Arg("d", ("b", "n")),
-        Arg("du", ("b", "n")),
-        Arg("x", ("b", "n")),
+        Arg("dl", ("b", "n"), domain=FINITE_PRODUCTS),
+        Arg("d", ("b", "n"), domain=FINITE_PRODUCTS),
+        Arg("du", ("b", "n"), domain=FINITE_PRODUCTS),
+        Arg("x", ("b", "n"), domain=FINITE_PRODUCTS),
     ),
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 12},

@@ -128,6 +128,8 @@ def bench_flops(sizes: dict[str, int]) -> int:
     return 2 * sizes["m"] * sizes["k"] * sizes["n"]
 
 
+FINITE_PRODUCTS = (-1e18, 1e18)
+
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     # "kernel": on this CPU host, the Pallas kernel interpreted ("auto" would
@@ -138,7 +140,13 @@ SPEC = OpSpec(
     auto_op=partial({{ cookiecutter.op_name }}_partitioned, implementation="kernel"),
     reference={{ cookiecutter.op_name }}_reference,
     oracle={{ cookiecutter.op_name }}_f64,
-    args=(Arg("a", ("m", "k")), Arg("b", ("k", "n")), Arg("bias", ("n",))),
+    # A sum of k products must stay finite in float32: |a|, |b| and |bias|
+    # below about 1e19 / sqrt(k). The hard-input cells stay within 1e18.
+    args=(
+        Arg("a", ("m", "k"), domain=FINITE_PRODUCTS),
+        Arg("b", ("k", "n"), domain=FINITE_PRODUCTS),
+        Arg("bias", ("n",), domain=FINITE_PRODUCTS),
+    ),
     outputs=(("m", "n"),),
     # Small, as the kernel is interpreted here; whole blocks on every backend.
     sizes={"m": 16, "k": 16, "n": 16},

@@ -127,13 +127,18 @@ def _finish(
     log-sum-exp for the backward pass (zeros, unused, without softmax)."""
     if not SOFTMAX:
         return values, indices, jnp.zeros(x.shape[:1], x.dtype)
-    if item_axes is None:
-        lse = jax.nn.logsumexp(x, axis=-1)
-    else:  # one max and one sum per row across the item shards
-        row_max = jax.lax.pmax(jnp.max(x, axis=-1), item_axes)
-        total = jax.lax.psum(jnp.sum(jnp.exp(x - row_max[:, None]), axis=-1), item_axes)
-        lse = row_max + jnp.log(total)
-    return jnp.exp(values - lse[:, None]), indices, lse
+    # The row's max and its sum of exponentials, one of each per row across
+    # the item shards. A probability is exp(value - max) / sum: a few ulps
+    # wherever x lies. exp(value - lse) would carry lse's rounding, an ulp of
+    # |lse| (7.6e-6 near 88, where float32's exp overflows), into each one.
+    row_max = jnp.max(x, axis=-1)
+    if item_axes is not None:
+        row_max = jax.lax.pmax(row_max, item_axes)
+    total = jnp.sum(jnp.exp(x - row_max[:, None]), axis=-1)
+    if item_axes is not None:
+        total = jax.lax.psum(total, item_axes)
+    lse = row_max + jnp.log(total)
+    return jnp.exp(values - row_max[:, None]) / total[:, None], indices, lse
 
 
 def _fwd_shard(

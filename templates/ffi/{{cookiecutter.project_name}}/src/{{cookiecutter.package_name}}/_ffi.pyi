@@ -6,7 +6,8 @@ prints what nanobind sees)."""
 from typing_extensions import CapsuleType
 
 op_name: str
-attribute: str
+attributes: list[str]  # the names of the handlers' attributes (kAttributeNames)
+needs_whole_rows: bool  # a row must be whole on one device (kNeedsWholeRows)
 
 def cpu_targets() -> dict[str, CapsuleType]:
     """The CPU handlers by direction ("forward", "backward"), as PyCapsules."""

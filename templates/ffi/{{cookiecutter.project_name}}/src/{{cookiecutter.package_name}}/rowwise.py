@@ -5,8 +5,10 @@ declaration of the handlers' axes.
 
 The handlers (csrc/) compute a row-wise op over the last axis of x: the
 forward call returns y (x's shape and dtype) and one residual per row, the
-backward call returns dx from x, the residual and the cotangent of y. The
-rows themselves are csrc/{{ cookiecutter.op_name }}_kernels.h.
+backward call returns dx from x, the residual and the cotangent of y; both
+take the op's attributes. The rows themselves, and what this module reads
+of their declaration (the attributes' names, whether a row must be whole on
+one device), are csrc/{{ cookiecutter.op_name }}_kernels.h.
 """
 
 from collections.abc import Callable
@@ -37,20 +39,23 @@ _PREFIX = __name__.split(".")[0]
 FORWARD = f"{_PREFIX}_{OP}_forward"
 BACKWARD = f"{_PREFIX}_{OP}_backward"
 TARGETS = (FORWARD, BACKWARD)
-# The name of the handlers' one attribute (kAttribute in the kernel file).
-ATTRIBUTE: str = _ffi.attribute
+# The names of the handlers' attributes (kAttributeNames in the kernel file):
+# none, one or several, each a float64, passed to both FFI calls.
+ATTRIBUTES: tuple[str, ...] = tuple(_ffi.attributes)
 
 # The handlers' axes, declared once: each FFI call's operands and results in
 # the einsum-like notation of a Shardy sharding rule. "..." stands for x's
 # leading axes (any number of them, each a batch of rows), "n" for its last
 # axis, the row. REDUCED names the axes the handlers reduce over: a device
-# must hold them whole, so they are gathered where they arrive split. Every
-# other axis stays split across devices as it comes, and each device runs the
-# handler on its own rows: the sharding rule and the per-device layouts below
-# follow from these three lines, for any op the handlers compute.
+# must hold them whole, so they are gathered where they arrive split. The
+# row, where the kernel file says a row must be whole (kNeedsWholeRows); none
+# for an element-wise op. Every other axis stays split across devices as it
+# comes, and each device runs the handler on its own block: the sharding rule
+# and the per-device layouts below follow from these three lines, for any op
+# the handlers compute.
 FORWARD_AXES = "... n -> ... n, ..."  # x -> y, residual
 BACKWARD_AXES = "... n, ..., ... n -> ... n"  # x, residual, cotangent -> dx
-REDUCED = ("n",)
+REDUCED = ("n",) if _ffi.needs_whole_rows else ()
 
 
 def _register() -> None:
@@ -87,17 +92,27 @@ def residual_dtype(dtype: DTypeLike) -> DTypeLike:
     return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
-def forward(x: jax.Array, **attribute: Any) -> tuple[jax.Array, jax.Array]:
-    """(y, residual) from the forward handler. `attribute`: the one attribute,
-    by its name, as np.float64 (the handler binds Attr<double>)."""
-    y, residual = _FORWARD(tuple(attribute.items()))(x)
+def _attributes(given: dict[str, Any]) -> tuple[tuple[str, np.float64], ...]:
+    """The FFI calls' attributes: exactly ATTRIBUTES, as np.float64. Attributes
+    are typed: the handlers decode each as a double, and a Python float would
+    do too, but np.float32 or an int would fail while they decode the call."""
+    if sorted(given) != sorted(ATTRIBUTES):
+        raise TypeError(f"{OP}: the handlers take the attributes {ATTRIBUTES}, got {tuple(given)}")
+    return tuple((name, np.float64(given[name])) for name in ATTRIBUTES)
+
+
+def forward(x: jax.Array, **attributes: float) -> tuple[jax.Array, jax.Array]:
+    """(y, residual) from the forward handler, given the attributes by name."""
+    y, residual = _FORWARD(_attributes(attributes))(x)
     return y, residual
 
 
-def backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -> jax.Array:
-    """dx from the backward handler."""
+def backward(
+    x: jax.Array, residual: jax.Array, cotangent: jax.Array, **attributes: float
+) -> jax.Array:
+    """dx from the backward handler, given the attributes by name."""
     dx: jax.Array
-    (dx,) = _BACKWARD(())(x, residual, cotangent)
+    (dx,) = _BACKWARD(_attributes(attributes))(x, residual, cotangent)
     return dx
 
 

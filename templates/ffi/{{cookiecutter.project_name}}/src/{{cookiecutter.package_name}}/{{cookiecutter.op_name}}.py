@@ -25,7 +25,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.typing import ArrayLike
 
 from . import rowwise
@@ -68,14 +67,13 @@ def _forward(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
 {%- else %}
     """(y, residual): the output and the residual per row, which the backward reuses."""
 {%- endif %}
-    # Attributes are typed: the handler binds Attr<double>, so eps must
-    # arrive as float64 (np.float32 would fail while XLA decodes the call).
-    return rowwise.forward(x, eps=np.float64(eps))
+    # The attributes by the names the kernel file declares (kAttributeNames).
+    return rowwise.forward(x, eps=eps)
 
 
-@jax.custom_jvp
-def _backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -> jax.Array:
-    return rowwise.backward(x, residual, cotangent)
+@partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array, eps: float) -> jax.Array:
+    return rowwise.backward(x, residual, cotangent, eps=eps)
 
 
 # An ffi_call has no derivative, and grad of grad (Hessian-vector products)
@@ -84,8 +82,9 @@ def _backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -> jax.Ar
 # plain JAX, which XLA fuses and JAX can transpose; first-order gradients
 # never evaluate them and stay entirely in the handlers.
 {%- if cookiecutter.example == "rms_norm" %}
-def _backward_formula(x: jax.Array, rinv: jax.Array, cotangent: jax.Array) -> jax.Array:
+def _backward_formula(x: jax.Array, rinv: jax.Array, cotangent: jax.Array, eps: float) -> jax.Array:
     """What the backward handler computes: r * g - r**3 * mean(g * x) * x per row."""
+    del eps  # rinv holds what the backward needs of it
     r = rinv[..., None]
     xc, gc = x.astype(r.dtype), cotangent.astype(r.dtype)
     return (r * gc - r**3 * jnp.mean(gc * xc, axis=-1, keepdims=True) * xc).astype(x.dtype)
@@ -101,11 +100,13 @@ def _forward_jvp(
     # formula with t as the cotangent (the Jacobian of y is symmetric).
     r = rinv[..., None]
     rinv_t = -(r**3) * jnp.mean(x.astype(r.dtype) * t.astype(r.dtype), axis=-1, keepdims=True)
-    return (y, rinv), (_backward_formula(x, rinv, t), rinv_t[..., 0])
+    return (y, rinv), (_backward_formula(x, rinv, t, eps), rinv_t[..., 0])
 {%- else %}
-def _backward_formula(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -> jax.Array:
+def _backward_formula(
+    x: jax.Array, residual: jax.Array, cotangent: jax.Array, eps: float
+) -> jax.Array:
     """TODO: what the backward handler computes, in plain JAX (the identity's: dx = g)."""
-    del x, residual
+    del x, residual, eps
     return cotangent
 
 
@@ -122,11 +123,12 @@ def _forward_jvp(
 
 @_backward.defjvp
 def _backward_jvp(
+    eps: float,
     primals: tuple[jax.Array, jax.Array, jax.Array],
     tangents: tuple[jax.Array, jax.Array, jax.Array],
 ) -> tuple[jax.Array, jax.Array]:
-    _, dx_t = jax.jvp(_backward_formula, primals, tangents)
-    return _backward(*primals), dx_t
+    _, dx_t = jax.jvp(partial(_backward_formula, eps=eps), primals, tangents)
+    return _backward(*primals, eps), dx_t
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
@@ -144,9 +146,8 @@ def _{{ cookiecutter.op_name }}_fwd(x: jax.Array, eps: float) -> tuple[jax.Array
 
 
 def _{{ cookiecutter.op_name }}_bwd(eps: float, residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array]:
-    del eps  # the residual holds what the backward needs of it
     x, residual = residuals
-    return (_backward(x, residual, cotangent),)
+    return (_backward(x, residual, cotangent, eps),)
 
 
 _{{ cookiecutter.op_name }}.defvjp(_{{ cookiecutter.op_name }}_fwd, _{{ cookiecutter.op_name }}_bwd)

@@ -1,4 +1,5 @@
-"""A Pallas matmul with a fused bias + GELU epilogue, differentiable."""
+"""{% if cookiecutter.example == "none" %}{{ cookiecutter.op_name }} as a Pallas kernel, differentiable, with its plain-JAX reference and
+its form for jit with Auto shardings.{% else %}A Pallas matmul with a fused bias + GELU epilogue, differentiable.{% endif %}"""
 
 from .partitioning import {{ cookiecutter.op_name }}_partitioned
 from .reference import {{ cookiecutter.op_name }}_reference

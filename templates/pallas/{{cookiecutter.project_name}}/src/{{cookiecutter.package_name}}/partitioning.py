@@ -11,8 +11,8 @@ there: correct, but each device does all the work and holds all the data.
   names each operand's axes and the output's: an axis may stay sharded where
   each output block needs only the same shard of every operand, so every
   device runs the kernel on its own blocks with no communication;
-- WHOLE_AXES must be whole on each device (a matmul's contracted k: the GELU
-  after the sum cannot run on partial sums; a softmax's row): if one arrives
+- WHOLE_AXES must be whole on each device (a contracted axis, where what
+  follows the sum cannot run on partial sums; a softmax's row): if one arrives
   sharded, the partitioner gathers it (the rule's need_replication_factors).
 
 Limits of custom_partitioning on JAX 0.12: no autodiff rule (so this is a
@@ -21,8 +21,8 @@ itself) and no Explicit mesh axes (there this calls {{ cookiecutter.op_name }}, 
 the kernel per shard through shard_map).
 
 The backward here is the reference's VJP, which XLA partitions on its own
-(for the matmul, db = a^T @ dz ends in an all-reduce over the row shards, as
-any data-parallel weight gradient does). To run backward kernels per shard
+(a gradient that sums over a sharded axis, as a data-parallel weight
+gradient does, ends in an all-reduce over its shards). To run backward kernels per shard
 too, give each its own custom_partitioning op with its own rule.
 """
 
