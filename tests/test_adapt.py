@@ -207,7 +207,7 @@ def adapt_and_run(tmp_path, rung, recipe: dict, files: Path) -> None:
     shutil.copytree(files, project, dirs_exist_ok=True)
 
     assert_lint_clean(project)
-    mutation.Project(project, op)  # builds a compiled project into src/
+    built = mutation.Project(project, op)  # builds a compiled project into src/
     # The README's support table, from the new declaration (what a user's
     # `python tests/support_table.py` writes once the cells pass; the run
     # below checks every cell and that the table matches them).
@@ -215,3 +215,12 @@ def adapt_and_run(tmp_path, rung, recipe: dict, files: Path) -> None:
     subprocess.run([sys.executable, "-c", WRITE_TABLE], cwd=project, env=env, check=True)
     run = run_project_tests(project, code=project / "src")
     assert run.ok, run.output[-5000:]
+    # The bugs the recipe plants (a softmax without its max subtraction, say):
+    # the default declaration's cells must catch each one.
+    try:
+        for entry in recipe.get("mutant", []):
+            planted = mutation.Mutant(**{**entry, "tests": tuple(entry["tests"])})
+            outcome = built.run_mutant(planted)
+            assert outcome.valid and outcome.killed, f"{planted.name}: {outcome.detail}"
+    finally:
+        built.close()
