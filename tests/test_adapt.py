@@ -221,6 +221,7 @@ def adapt_and_run(tmp_path, rung, recipe: dict, files: Path) -> None:
         for entry in recipe.get("mutant", []):
             planted = mutation.Mutant(**{**entry, "tests": tuple(entry["tests"])})
             outcome = built.run_mutant(planted)
-            assert outcome.valid and outcome.killed, f"{planted.name}: {outcome.detail}"
+            assert outcome.valid, f"{planted.name}: {outcome.detail}"
+            assert outcome.killed, f"{planted.name} survived its tests"
     finally:
         built.close()

@@ -36,9 +36,10 @@ SPEC = OpSpec(
     # relative) becomes an absolute error of that many float32 epsilons, a few
     # ulps of a result near log(n) + max. 4.
     tolerance=Ulps(at_value=4),
-    # exp(x - lse) carries lse's absolute error into a relative one: ulps of
-    # |x - lse|, at most a few units, times the cotangent. 16.
-    gradient_tolerance=Ulps(at_value=16),
+    # exp(x - lse) carries lse's absolute error into a relative one: an ulp
+    # of |lse| is 2**-23 * |lse| relative, 64 float32 ulps where x nears 88
+    # (float32's exp edge, the hard cells): measured 58; 128.
+    gradient_tolerance=Ulps(at_value=128),
     batch_axes=("b",),
     shard_map_axes=("b",),
     symbolic_axis="b",

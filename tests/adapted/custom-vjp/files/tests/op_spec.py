@@ -33,7 +33,7 @@ def softplus_vjp_f64(x, cotangent):
     Declared because the reference's autodiff goes through exp(x), which
     overflows for the hard cells' huge x (NaN), where the rule is finite."""
     x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         sigmoid = np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
     return (np.asarray(cotangent, np.float64) * sigmoid,)
 

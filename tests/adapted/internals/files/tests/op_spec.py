@@ -30,16 +30,19 @@ SHARDED_ROW = Refuse(
     "refused: the last axis couples neighbours; shard the batch axis, or reshard first",
 )
 
+# Three products of two arguments, summed, must stay finite in float32.
+FINITE_PRODUCTS = (-1e18, 1e18)
+
 SPEC = OpSpec(
     name="periodic_matvec",
     op=periodic_matvec,
     reference=periodic_matvec_reference,
     oracle=periodic_matvec_f64,
     args=(
-        Arg("dl", ("b", "n")),
-        Arg("d", ("b", "n")),
-        Arg("du", ("b", "n")),
-        Arg("x", ("b", "n")),
+        Arg("dl", ("b", "n"), domain=FINITE_PRODUCTS),
+        Arg("d", ("b", "n"), domain=FINITE_PRODUCTS),
+        Arg("du", ("b", "n"), domain=FINITE_PRODUCTS),
+        Arg("x", ("b", "n"), domain=FINITE_PRODUCTS),
     ),
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 12},
