@@ -94,7 +94,6 @@ def distances_f64(x, y):
     return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
 
 
-
 def distances_vjp_f64(x, y, cotangent):
     """Gradient of sum(cotangent * d) with respect to x and y.
 
@@ -108,6 +107,7 @@ def distances_vjp_f64(x, y, cotangent):
         weight = np.where(d == 0, 0.0, np.asarray(cotangent, np.float64) / d)
     weighted = weight[:, :, None] * diff
     return weighted.sum(axis=1), -weighted.sum(axis=0)
+
 
 # The benchmark's sizes (benchmarks/bench.py; --quick takes the first). The
 # last one's (n, m, k) differences alone are 4.3 GB in float32.
