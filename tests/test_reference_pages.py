@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO, run_cli
 
 from jax_ladder import recommend as rec
+from jax_ladder import site
 from jax_ladder.recommend.check import witness
 from jax_ladder.rungs import LADDER, docs_dir
 from jax_ladder.versions import JAX_SPEC
@@ -147,7 +148,11 @@ def test_installed_kit_ships_the_pages_and_recommend_points_to_them(tmp_path):
     result = run_cli("recommend", "--no-input", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (line,) = [x for x in result.stdout.splitlines() if x.startswith("Reference: ")]
-    # The line names the site's page and, in parentheses, its source, which
-    # the installed kit ships.
-    source = line.rsplit("(", 1)[1].rstrip(")")
+    # The line names one rung's page as site.describe does (its address, where
+    # the metadata records the site's), and the installed kit ships its source.
+    (source,) = [
+        rec.page_path(rung)
+        for rung in LADDER
+        if line == f"Reference: {site.describe(rec.page_path(rung))}"
+    ]
     assert (docs_dir().parent / source).is_file(), line
