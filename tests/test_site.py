@@ -345,3 +345,51 @@ def test_every_command_has_examples_on_the_cli_page_and_each_parses():
                 if done.code != 0:
                     refused.append(line)
     assert not refused, refused
+
+
+# What each template's measured plot puts on its x axis, by the kind of work it
+# measures, so that plots side by side on the site compare like with like: an
+# op's time against the bytes it must move, a model's against its batch, a
+# sharding rule's against the devices it spans.
+X_AXIS_BY_WORK = {
+    "an op": "bytes moved (MB",
+    "a model": "batch (rows",
+    "a sharding rule": "shards of axis",
+}
+WORK = {
+    "custom-vjp": "an op",
+    "pallas": "an op",
+    "ffi": "an op",
+    "internals": "an op",
+    "export": "a model",
+    "memory-and-sharding": "a model",
+    "custom-partitioning": "a sharding rule",
+}
+
+
+def read_template_plot(rung):
+    """The panels of a template's measured plot, read back by its own plot.py."""
+    from jax_ladder.rungs import template_dir
+
+    project = template_dir(rung) / "{{cookiecutter.project_name}}"
+    spec = importlib.util.spec_from_file_location("template_plot", project / "benchmarks/plot.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    return plot.read_plot(project / "docs/benchmark.svg")
+
+
+def test_template_plots_share_one_x_axis_per_kind_of_work_and_call_no_yardstick_a_bound():
+    """Issue 41: the site shows every template's plot; the same kind of work is
+    drawn against the same axis, and a dashed guide (a copy of the same bytes,
+    which a small op's cached data can beat) is never called a roofline."""
+    from jax_ladder.rungs import available
+
+    assert set(WORK) == {rung.name for rung in available()}, (
+        "say what each template's plot measures"
+    )
+    for rung in available():
+        axis = X_AXIS_BY_WORK[WORK[rung.name]]
+        for panel in read_template_plot(rung):
+            assert panel.xlabel.startswith(axis), (rung.name, panel.title, panel.xlabel)
+            for name in panel.guides:
+                assert "roofline" not in name.lower(), (rung.name, name)

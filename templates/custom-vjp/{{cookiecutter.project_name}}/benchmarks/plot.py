@@ -5,7 +5,8 @@ extra: `pip install -e .[bench]`); only `machine` and `copy_bandwidth`, which
 describe the host the numbers came from, import JAX. `read_plot` is what the tests use
 to check a drawing: axes labelled, one named series per implementation, none
 empty. Each series is an SVG group whose id is `panel<i>:series:<name>` (a
-roofline: `panel<i>:bound:<name>`), so the check reads names, not colours or positions.
+dashed guide: `panel<i>:guide:<name>`), so the check reads names, not colours
+or positions.
 """
 
 import datetime
@@ -49,8 +50,9 @@ def machine() -> str:
 
 def copy_bandwidth(megabytes: int = 64, repeats: int = 20) -> float:
     """Bytes per second a jitted copy of a float32 array moves (read + write),
-    median of `repeats`: the roofline of a memory-bound op is its bytes moved
-    over this."""
+    median of `repeats`. A memory-bound op's bytes moved over this is what a
+    plain copy of as many bytes takes: a yardstick, not a bound, since a copy of
+    `megabytes` runs out of cache while a small op's data can stay in it."""
     import statistics
     import time
 
@@ -70,14 +72,15 @@ def copy_bandwidth(megabytes: int = 64, repeats: int = 20) -> float:
 
 @dataclass
 class Panel:
-    """One set of axes: each series maps a name to (xs, ys); each bound (a
-    roofline, drawn dashed) likewise. Read back, the values are SVG coordinates."""
+    """One set of axes: each series maps a name to (xs, ys); each guide (a
+    yardstick such as a copy of the same bytes, drawn dashed and grey) likewise.
+    Read back, the values are SVG coordinates."""
 
     title: str
     xlabel: str
     ylabel: str
     series: dict = field(default_factory=dict)
-    bounds: dict = field(default_factory=dict)
+    guides: dict = field(default_factory=dict)
     log: bool = True
 
 
@@ -93,7 +96,7 @@ def write_plot(path, panels: list[Panel], note: str = "") -> None:
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
     for i, (panel, ax) in enumerate(zip(panels, axes[0], strict=True)):
-        for kind, lines in (("series", panel.series), ("bound", panel.bounds)):
+        for kind, lines in (("series", panel.series), ("guide", panel.guides)):
             for name, (xs, ys) in lines.items():
                 if len(xs) == 0 or len(xs) != len(ys):
                     raise ValueError(f"{name!r} has {len(xs)} sizes and {len(ys)} values")
@@ -105,6 +108,7 @@ def write_plot(path, panels: list[Panel], note: str = "") -> None:
         if panel.log:
             ax.set_xscale("log")
             ax.set_yscale("log")
+            _label_log_ticks(ax)
         ax.set_title(panel.title)
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.ylabel)
@@ -118,6 +122,36 @@ def write_plot(path, panels: list[Panel], note: str = "") -> None:
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, metadata={"Date": None, "Description": note or None})
     plt.close(fig)
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Where to label a log axis spanning lo..hi: 1, 2 and 5 in each decade
+    over 2.5 decades or less (1 to 9 if that leaves fewer than two), else the
+    decades, every other one past six; few enough that labels never overlap.
+    Empty when no such value falls in the range."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    decades = range(first, last + 1)
+    wide = math.log10(hi / lo) > 2.5
+    for steps in ((1,),) if wide else ((1, 2, 5), range(1, 10)):
+        stride = 2 if wide and last - first > 6 else 1
+        values = [float(f"{m}e{d}") for d in decades[::stride] for m in steps]
+        values = [v for v in values if lo <= v <= hi]
+        if len(values) >= 2:
+            break
+    return values
+
+
+def _label_log_ticks(ax) -> None:
+    """Plain numbers (0.2, 5, 1000) at log_ticks, instead of matplotlib's
+    powers of ten at every minor tick, which overlap on a narrow range."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        ticks = log_ticks(lo, hi)
+        if ticks:  # else matplotlib's own
+            axis.set_major_locator(FixedLocator(ticks))
+            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            axis.set_minor_formatter(NullFormatter())
 
 
 def _text(group) -> str:
@@ -142,8 +176,8 @@ def read_plot(path) -> list[Panel]:
             continue
         panel = panels.setdefault(int(match[1]), Panel("", "", ""))
         kind, name = match[2], match[3]
-        if kind in ("series", "bound"):
-            getattr(panel, "series" if kind == "series" else "bounds")[name] = _points(group)
+        if kind in ("series", "guide"):
+            getattr(panel, "series" if kind == "series" else "guides")[name] = _points(group)
         else:
             setattr(panel, kind, _text(group))
     return [panels[i] for i in sorted(panels)]

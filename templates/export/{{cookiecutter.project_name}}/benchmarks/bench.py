@@ -148,7 +148,7 @@ def draw(path, rows, size_bytes):
     from nothing compiled to a first result."""
     batches = [size[0] for size, *_ in rows]
     ms = [[1e3 * row[i] for row in rows] for i in range(1, 5)]
-    xlabel = "batch size b (rows{% if seq %}, each of s tokens{% endif %})"
+    xlabel = "batch (rows{% if seq %}, each of s tokens{% endif %})"
     {%- if seq %}
     seqs = sorted({size[1] for size, *_ in rows})
     where = f", s = {', '.join(map(str, seqs))}"

@@ -7,10 +7,10 @@ Speed goals live here, never in tests.
     python benchmarks/bench.py --plot docs/benchmark.svg   # and draw the plot
 
 --plot FILE.svg also times both sides over a sweep of row counts (rows of
-PLOT_COLS elements) and draws time against rows, forward and forward+backward,
-log axes, with a dashed roofline: the bytes the op must move over what a
-jitted copy reaches on this machine (benchmarks/plot.py; needs matplotlib,
-the `bench` extra).
+PLOT_COLS elements) and draws time against the bytes the op must move,
+forward and forward+backward, log axes, with a dashed guide: what a jitted
+copy of those bytes takes on this machine, out of cache (a yardstick, not a
+bound; benchmarks/plot.py; needs matplotlib, the `bench` extra).
 
 Both sides run the same way: jitted, on arrays already on the device, after
 a warm-up call, timed with block_until_ready. The two are timed in alternation
@@ -177,27 +177,31 @@ def sweep(rows_list, cols, dtype, repeats, rng, device):
 
 
 def draw(path, measured, cols, dtype, bandwidth, note):
-    """Time against rows per pass: the FFI handler, jax.jit(reference), and the
-    roofline (bytes moved over a jitted copy's bandwidth), dashed."""
+    """Time against bytes moved per pass: the FFI handler, jax.jit(reference),
+    and a jitted copy of the same bytes at the measured bandwidth, dashed."""
     titles = {
         "forward": "forward: y = op(x)",
         "fwd+bwd": "value and gradient: y and dx (jax.vjp)",
     }
+    xlabels = {
+        "forward": "bytes moved (MB: x read, y written)",
+        "fwd+bwd": "bytes moved (MB: x and the cotangent read, y and dx written)",
+    }
     panels = []
     for name, points in measured.items():
-        rows = [p[0] for p in points]
+        megabytes = [p[3] / 1e6 for p in points]
         panels.append(
             plot.Panel(
                 title=f"{titles[name]}, rows of {cols} {dtype.name}",
-                xlabel="rows (count)",
-                ylabel="time (ms, median)",
+                xlabel=xlabels[name],
+                ylabel="median time (ms)",
                 series={
-                    "FFI handler": (rows, [1e3 * p[1] for p in points]),
-                    "jax.jit(reference)": (rows, [1e3 * p[2] for p in points]),
+                    "FFI handler": (megabytes, [1e3 * p[1] for p in points]),
+                    "jax.jit(reference)": (megabytes, [1e3 * p[2] for p in points]),
                 },
-                bounds={
-                    f"roofline: bytes moved / copy ({bandwidth / 1e9:.1f} GB/s)": (
-                        rows,
+                guides={
+                    f"copy of the same bytes ({bandwidth / 1e9:.3g} GB/s)": (
+                        megabytes,
                         [1e3 * p[3] / bandwidth for p in points],
                     )
                 },
@@ -212,7 +216,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
     parser.add_argument(
-        "--plot", metavar="FILE.svg", help="also sweep the row count and draw time against rows"
+        "--plot", metavar="FILE.svg", help="also sweep the row count and draw time against bytes moved"
     )
     args = parser.parse_args()
     if args.plot:
@@ -274,7 +278,7 @@ def main():
         )
         measured = sweep(rows_list, cols, dtype, repeats, rng, device)
         quick_copy = {"megabytes": 8, "repeats": 5} if args.quick else {}
-        with jax.default_device(device):  # the roofline's copy, on the op's device
+        with jax.default_device(device):  # the guide's copy, on the op's device
             bandwidth = plot.copy_bandwidth(**quick_copy)
         note = plot.machine() + ("" if device == first else f"; measured on {device}")
         draw(args.plot, measured, cols, dtype, bandwidth, note)

@@ -19,8 +19,9 @@ time.
 
 The plot (benchmarks/plot.py, needs matplotlib: the `bench` extra) has a panel
 per pass, forward and value_and_grad: the median time of each against the
-number of elements per operand, log axes; the forward panel adds the time a
-jitted copy would take to move the same bytes (the memory roofline).
+bytes the pass reads and writes at least (its operands, its results), log
+axes, with the time a jitted copy of the same bytes takes, dashed: a
+yardstick, not a bound (data that stays in cache can beat it).
 """
 
 import argparse
@@ -94,9 +95,10 @@ def main():
     repeats = 3 if args.quick else args.repeats
     # The quick run is a smoke test (CI, tests/test_bench_plot.py): its repeats, no more.
     seconds = 0.0 if args.quick else 0.5
-    # For the plot: per pass, per series, (elements per operand, seconds).
+    # For the plot: per pass, per series, (megabytes moved, milliseconds), and
+    # per pass the milliseconds a copy of as many bytes takes.
     drawn = {name: {series: ([], []) for series in SERIES} for name in PASSES}
-    moved = ([], [])  # the forward's bytes read and written, as seconds of copying
+    copies = {name: ([], []) for name in PASSES}
     bandwidth = plot.copy_bandwidth(8 if args.quick else 64) if args.plot else None
 
     print(
@@ -112,37 +114,37 @@ def main():
         sizes = {axis: size * scale for axis, size in SPEC.sizes.items()}
         operands = make_args(dataclasses.replace(SPEC, sizes=sizes), rng)
         label = ", ".join(f"{axis}={size}" for axis, size in sizes.items())
-        elements = max(a.size for a in operands)
         dtype = operands[0].dtype
         for name, wrap in (("forward", jax.jit), ("value_and_grad", value_and_grad)):
+            # The least the pass reads and writes: its operands and its results.
+            results = jax.tree.leaves(jax.eval_shape(wrap(SPEC.op), *operands))
+            nbytes = sum(a.nbytes for a in operands) + sum(
+                r.size * r.dtype.itemsize for r in results
+            )
             # The primitive against the formula, in turn; the reference (which
             # may be far slower) apart, so that it does not decide their ratio.
             fns = [wrap(SPEC.op), wrap(_compute)]
             t_prim, t_formula = median_seconds(fns, operands, repeats, seconds)
             (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats, seconds)
             for series, seconds in zip(SERIES, (t_prim, t_formula, t_ref), strict=True):
-                drawn[name][series][0].append(elements)
+                drawn[name][series][0].append(nbytes / 1e6)
                 drawn[name][series][1].append(seconds * 1e3)
+            if bandwidth:
+                copies[name][0].append(nbytes / 1e6)
+                copies[name][1].append(nbytes / bandwidth * 1e3)
             print(
                 f"{label:>16} {name:>15} {1e3 * t_prim:>13.3f} {1e3 * t_formula:>10.3f} "
                 f"{t_formula / t_prim:>9.2f}x {1e3 * t_ref:>12.3f} {t_ref / t_prim:>7.1f}x"
             )
-        if bandwidth:
-            outputs = jax.eval_shape(SPEC.op, *operands)
-            nbytes = sum(a.nbytes for a in operands) + sum(
-                o.size * o.dtype.itemsize for o in jax.tree.leaves(outputs)
-            )
-            moved[0].append(elements)
-            moved[1].append(nbytes / bandwidth * 1e3)
     print("vs X: X's time / the primitive's (above 1 means the primitive wins)")
     if args.plot:
         panels = [
             plot.Panel(
                 title=f"{name}, jitted, {dtype}",
-                xlabel="elements per operand",
+                xlabel="bytes moved (MB: operands read, results written)",
                 ylabel="median time (ms)",
                 series=drawn[name],
-                bounds={"copy of the bytes moved": moved} if name == "forward" else {},
+                guides={f"copy of the same bytes ({bandwidth / 1e9:.3g} GB/s)": copies[name]},
             )
             for name in PASSES
         ]

@@ -13,8 +13,9 @@ the kernel can only be interpreted: it says so, checks correctness and prints
 the interpret-mode time, which says nothing about hardware speed.
 
 --plot draws time against bytes moved, per size, for the kernel and the XLA
-reference, with a dashed roofline (bytes moved over the measured copy
-bandwidth): one panel for the forward pass, and one for jax.value_and_grad
+reference, with a dashed guide: what a jitted copy of the same bytes takes at
+the copy bandwidth measured here (out of cache, so small sizes can beat it; a
+yardstick, not a bound): one panel for the forward pass, and one for jax.value_and_grad
 when the backward is a Pallas kernel too (BACKWARD = "kernel"). It needs
 matplotlib (the `bench` extra) and draws with benchmarks/plot.py.
 """
@@ -177,8 +178,8 @@ XLABELS = {
 
 
 def draw(path, drawn, native, quick):
-    """One panel per pass measured: time against bytes moved, with the roofline
-    (bytes moved over the copy bandwidth measured on this device)."""
+    """One panel per pass measured: time against bytes moved, with a copy of
+    the same bytes at the copy bandwidth measured on this device, dashed."""
     bandwidth = plot.copy_bandwidth(megabytes=8, repeats=5) if quick else plot.copy_bandwidth()
     where = "" if native else " (interpreted on the CPU)"
     panels = []
@@ -198,8 +199,8 @@ def draw(path, drawn, native, quick):
                     ),
                     "XLA (jax.jit of the reference)": (megabytes, [1e3 * t for t in t_xla]),
                 },
-                bounds={
-                    f"roofline: copy at {bandwidth / 1e9:.3g} GB/s": (
+                guides={
+                    f"copy of the same bytes ({bandwidth / 1e9:.3g} GB/s)": (
                         megabytes,
                         [1e3 * b / bandwidth for b in moved],
                     )
