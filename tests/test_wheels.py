@@ -116,8 +116,12 @@ def test_default_projects_build_check_install_and_pass_from_their_wheels(tmp_pat
 
     # 1. The sdists, and the pure wheels built from them (as cd.yml builds
     # them), with this environment's build backends.
+    # A compiled project's build requirements pin the oldest JAX's FFI headers,
+    # which this environment does not hold; its sdist only packs files, so
+    # that check is skipped here (its wheel builds in 3., and CI's oldest-JAX
+    # job builds it in isolation as a user does).
     for name, project in projects.items():
-        only_sdist = ["--sdist"] if name in compiled else []
+        only_sdist = ["--sdist", "--skip-dependency-check"] if name in compiled else []
         tool("build", "--no-isolation", *only_sdist, "--outdir", dist[name], project)
     for name, project in projects.items():
         (sdist,) = dist[name].glob("*.tar.gz")

@@ -216,7 +216,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
     parser.add_argument(
-        "--plot", metavar="FILE.svg", help="also sweep the row count and draw time against bytes moved"
+        "--plot",
+        metavar="FILE.svg",
+        help="also sweep the row count and draw time against bytes moved",
     )
     args = parser.parse_args()
     if args.plot:
