@@ -367,15 +367,48 @@ WORK = {
 }
 
 
-def read_template_plot(rung):
-    """The panels of a template's measured plot, read back by its own plot.py."""
+def template_project(rung) -> Path:
     from jax_ladder.rungs import template_dir
 
-    project = template_dir(rung) / "{{cookiecutter.project_name}}"
-    spec = importlib.util.spec_from_file_location("template_plot", project / "benchmarks/plot.py")
+    return template_dir(rung) / "{{cookiecutter.project_name}}"
+
+
+def template_plot_module(rung):
+    """A template's benchmarks/plot.py (the same file in every template)."""
+    path = template_project(rung) / "benchmarks/plot.py"
+    spec = importlib.util.spec_from_file_location("template_plot", path)
     plot = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plot)
-    return plot.read_plot(project / "docs/benchmark.svg")
+    return plot
+
+
+def read_template_plot(rung):
+    """The panels of a template's measured plot, read back by its own plot.py."""
+    return template_plot_module(rung).read_plot(template_project(rung) / "docs/benchmark.svg")
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "ticks"),
+    [
+        # Within 2.5 decades: 1, 2 and 5 in each (the pallas plot's 0.17..4 MB).
+        (0.17, 4.0, [0.2, 0.5, 1, 2]),
+        (0.45, 40.0, [0.5, 1, 2, 5, 10, 20]),
+        # Too narrow for two of 1, 2, 5: every digit.
+        (2.5, 4.5, [3, 4]),
+        (1.5, 3.0, [2, 3]),
+        # Wider: the decades only, every other one past six.
+        (0.001, 100.0, [0.001, 0.01, 0.1, 1, 10, 100]),
+        (1e-6, 1e3, [1e-6, 1e-4, 1e-2, 1, 100]),
+        # Nothing to label: matplotlib's own ticks stay.
+        (1.1, 1.9, []),
+    ],
+)
+def test_log_ticks_label_few_plain_values(lo, hi, ticks):
+    """Issue 41: the plots' log axes carry few labels (none overlap), at 1-2-5."""
+    from jax_ladder.rungs import available
+
+    plot = template_plot_module(available()[0])
+    assert plot.log_ticks(lo, hi) == pytest.approx(ticks)
 
 
 def test_template_plots_share_one_x_axis_per_kind_of_work_and_call_no_yardstick_a_bound():

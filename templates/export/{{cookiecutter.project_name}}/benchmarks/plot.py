@@ -132,8 +132,8 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     decades = range(first, last + 1)
     wide = math.log10(hi / lo) > 2.5
+    stride = 2 if wide and last - first > 6 else 1
     for steps in ((1,),) if wide else ((1, 2, 5), range(1, 10)):
-        stride = 2 if wide and last - first > 6 else 1
         values = [float(f"{m}e{d}") for d in decades[::stride] for m in steps]
         values = [v for v in values if lo <= v <= hi]
         if len(values) >= 2:
