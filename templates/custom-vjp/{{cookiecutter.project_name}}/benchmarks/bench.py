@@ -193,7 +193,9 @@ def main():
             f"{b_reference / 1e6:>13.1f} {b_reference / b_custom:>12.2f}x"
         )
     print("speed-up and memory ratio: reference / custom (above 1 means the custom rule wins)")
-    print(f"reference 'not run': its compiled program needs more than {args.max_reference_gb} GB")
+    if any(r["t_reference"] is None for r in rows):
+        gb = args.max_reference_gb
+        print(f"reference 'not run': its compiled program needs more than {gb} GB")
     if args.plot:
         if all(r["t_reference"] is None for r in rows):
             sys.exit("--plot: the reference ran at no size; raise --max-reference-gb")

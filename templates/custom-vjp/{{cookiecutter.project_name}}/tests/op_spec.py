@@ -43,8 +43,14 @@ def oracle_f64(x):
     return np.asarray(x, dtype=np.float64) * 1
 
 
-# The benchmark's sizes, largest last (benchmarks/bench.py; --quick takes the first).
-BENCH_SIZES = [{"n": 256, "k": 256}, {"n": 2048, "k": 1024}]
+# The benchmark's sizes, largest last (benchmarks/bench.py): --quick takes the
+# first, a full run (and its plot, a curve: three or more) the rest.
+BENCH_SIZES = [
+    {"n": 256, "k": 256},
+    {"n": 512, "k": 512},
+    {"n": 1024, "k": 1024},
+    {"n": 2048, "k": 1024},
+]
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",

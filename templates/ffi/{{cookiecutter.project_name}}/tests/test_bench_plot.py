@@ -46,4 +46,13 @@ def test_the_measured_plot_in_the_docs_reads_back():
     panels = plot.read_plot(ROOT / "docs" / "benchmark.svg")
     check(panels)
     # A measurement, not a smoke run: a curve over several sizes.
-    assert all(len(points) >= 3 for p in panels for points in p.series.values())
+    few = sorted(
+        f"{name} ({len(points)})"
+        for panel in panels
+        for name, points in panel.series.items()
+        if len(points) < 3
+    )
+    assert not few, (
+        f"docs/benchmark.svg: fewer than 3 sizes in {', '.join(few)}; declare more "
+        "benchmark sizes (see benchmarks/bench.py) and redraw it, or delete it"
+    )

@@ -38,7 +38,13 @@ def softplus_vjp_f64(x, cotangent):
     return (np.asarray(cotangent, np.float64) * sigmoid,)
 
 
-BENCH_SIZES = [{"n": 256, "k": 256}, {"n": 4096, "k": 1024}]
+# --quick takes the first size; a full run (and its plot) the rest.
+BENCH_SIZES = [
+    {"n": 256, "k": 256},
+    {"n": 1024, "k": 1024},
+    {"n": 2048, "k": 1024},
+    {"n": 4096, "k": 1024},
+]
 
 SPEC = OpSpec(
     name="softplus",
