@@ -18,16 +18,22 @@ def git(cwd, *args):
     return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True)
 
 
-@pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    """A clone of this checkout whose newest commit is a release (it sets a new
-    __version__), so that nothing has changed since."""
-    clone = tmp_path_factory.mktemp("tiers") / "kit"
-    git(REPO, "clone", "-q", "--no-hardlinks", str(REPO), str(clone))
+def set_version(clone, version):
     init = clone / tiers.VERSION_FILE
     text = init.read_text()
-    init.write_text(text.replace("__version__ = ", "__version__ = '99.0' or ", 1))
-    git(clone, "commit", "-qam", "release 99.0")
+    init.write_text(text.replace("__version__ = ", f"__version__ = {version!r} or ", 1))
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """A clone of this checkout whose two newest commits are releases (each
+    sets a new __version__), so that nothing has changed since the one before
+    HEAD's either."""
+    clone = tmp_path_factory.mktemp("tiers") / "kit"
+    git(REPO, "clone", "-q", "--no-hardlinks", str(REPO), str(clone))
+    for version in ("98.0", "99.0"):
+        set_version(clone, version)
+        git(clone, "commit", "-qam", f"release {version}")
     return clone
 
 
@@ -51,7 +57,7 @@ def test_nothing_changed_since_the_release_selects_no_battery(kit):
     chosen = select(kit)
     assert chosen.reasons == {}
     assert chosen.tier == "quick"
-    assert "release's commit" in chosen.describe(TEMPLATES)[0]
+    assert "the release before HEAD's release" in chosen.describe(TEMPLATES)[0]
 
 
 def test_a_changed_template_file_selects_that_template_only(kit):
@@ -88,6 +94,35 @@ def test_shared_machinery_selects_every_template(kit, machinery):
     chosen = select(kit)
     assert sorted(chosen.reasons) == sorted(TEMPLATES)
     assert machinery in chosen.reasons["ffi"]
+
+
+def release_changing(kit, path):
+    """A release commit that also changes path (a template fix released with it)."""
+    append(kit / path)
+    set_version(kit, "100.0")
+    git(kit, "commit", "-qam", "release 100.0")
+
+
+def test_a_release_at_head_selects_what_it_contains(kit):
+    # The submission that ends with its release commit: nothing moved after
+    # the release, so the release's own changes select their batteries.
+    release_changing(kit, "templates/pallas/mutations.toml")
+    chosen = select(kit)
+    assert list(chosen.reasons) == ["pallas"]
+    assert "the release before HEAD's release" in chosen.describe(TEMPLATES)[0]
+
+
+def test_docs_after_the_release_keep_it_at_head(kit):
+    release_changing(kit, "templates/pallas/mutations.toml")
+    append(kit / "README.md", "\nThe doctor sample of the release.\n")
+    git(kit, "commit", "-qam", "README sample")
+    assert list(select(kit).reasons) == ["pallas"]
+
+
+def test_a_change_after_the_release_is_compared_with_the_release(kit):
+    release_changing(kit, "templates/pallas/mutations.toml")
+    append(kit / "templates" / "ffi" / "mutations.toml")
+    assert list(select(kit).reasons) == ["ffi"]
 
 
 def test_other_kit_files_select_no_battery(kit):

@@ -17,7 +17,11 @@ quick tier runs the battery of each template that is *selected*:
   uncommitted and untracked files count as changes), or
 - shared machinery changed since then (SHARED_MACHINERY below, and any copy
   of a file that tests/test_template_consistency.py holds identical in every
-  template): every template is selected.
+  template): every template is selected;
+- where neither selects anything, the release is at HEAD (only the version,
+  docs or samples moved after it): the same two rules then compare with the
+  release before it, so the submission that ends with a release runs the
+  batteries of everything that release contains.
 
 A test joins a battery with the marker `battery(<rung>)`; tests/conftest.py
 deselects the batteries this rule leaves out and prints the rule's choice at
@@ -78,16 +82,21 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def release_commit(root: Path) -> str | None:
-    """The commit that set the current version, or None without history (a
-    shallow clone's first commit would seem to set it)."""
+def release_commits(root: Path) -> list[str]:
+    """The commits that set the current version and the one before it, newest
+    first; none without history (a shallow clone's first commit would seem to
+    set it)."""
     shallow = _git(root, "rev-parse", "--is-shallow-repository").stdout.strip()
     if shallow != "false":
-        return None
-    found = _git(root, "log", "-1", "--format=%H", "-G", VERSION_LINE, "--", VERSION_FILE)
-    if found.returncode != 0 or not found.stdout.strip():
-        return None
-    return found.stdout.strip()
+        return []
+    found = _git(root, "log", "-2", "--format=%H", "-G", VERSION_LINE, "--", VERSION_FILE)
+    return found.stdout.split() if found.returncode == 0 else []
+
+
+def release_commit(root: Path) -> str | None:
+    """The commit that set the current version, or None without history."""
+    commits = release_commits(root)
+    return commits[0] if commits else None
 
 
 def changed_since(root: Path, commit: str) -> list[str]:
@@ -108,12 +117,26 @@ def select(root: Path, templates: list[str], identical: list[str], full: bool) -
     files test_template_consistency holds identical (paths inside a template)."""
     if full:
         return Selection("full", "nothing (--full)", dict.fromkeys(templates, "--full"))
-    commit = release_commit(root)
-    if commit is None:
+    commits = release_commits(root)
+    if not commits:
         why = "no git history to compare with: every battery runs"
         return Selection("quick", "nothing (no history)", dict.fromkeys(templates, why))
+    last = _select_since(root, templates, identical, commits[0], "the last release's commit")
+    if last.reasons or len(commits) < 2:
+        return last
+    # Nothing a battery tests moved after the release: it is the release at
+    # HEAD, so its own contents are what this run must cover.
+    return _select_since(
+        root, templates, identical, commits[1], "the release before HEAD's release, commit"
+    )
+
+
+def _select_since(
+    root: Path, templates: list[str], identical: list[str], commit: str, what: str
+) -> Selection:
+    """The two rules, for the changes since `commit`."""
     version = _git(root, "show", "-s", "--format=%h", commit).stdout.strip()
-    since = f"the last release's commit {version}"
+    since = f"{what} {version}"
     changed = changed_since(root, commit)
     shared = [p for p in changed if p in SHARED_MACHINERY or shared_by_every_template(p, identical)]
     if shared:
