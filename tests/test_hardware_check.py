@@ -154,3 +154,23 @@ def test_help_says_how_to_bring_the_missing_packages_without_a_network():
     assert 'pip download cookiecutter "pytest>=9" -d wheels' in text
     assert "pip install --no-index --find-links wheels cookiecutter pytest" in text
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in text
+
+
+# `python -S`: a Python with nothing beyond the standard library, as on a TPU
+# VM's image or a system python3 (issue 48: the script ended in a
+# ModuleNotFoundError for cookiecutter there).
+def test_the_plan_lists_with_the_standard_library_alone():
+    bare = [sys.executable, "-S", str(SCRIPT), "--plan", "tpu"]
+    result = subprocess.run(bare, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "--set backend=tpu" in result.stdout
+
+
+def test_a_python_without_the_tools_is_told_what_to_install():
+    result = subprocess.run([sys.executable, "-S", str(SCRIPT)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    first = result.stderr.splitlines()[0]
+    for name in ("cookiecutter", "pytest", sys.executable):
+        assert name in first, first
+    assert "pip download" in result.stderr and "--no-index --find-links wheels" in result.stderr
