@@ -173,4 +173,5 @@ def test_a_python_without_the_tools_is_told_what_to_install():
     first = result.stderr.splitlines()[0]
     for name in ("cookiecutter", "pytest", sys.executable):
         assert name in first, first
-    assert "pip download" in result.stderr and "--no-index --find-links wheels" in result.stderr
+    assert "pip download" in result.stderr
+    assert "--no-index --find-links wheels" in result.stderr
