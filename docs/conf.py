@@ -39,7 +39,8 @@ html_css_files = ["site.css"]
 # The header of every page: where the kit lives and how to get it.
 html_theme_options = {
     "announcement": (
-        f'<code>pip install jax-ladder</code> &middot; <a href="{REPOSITORY}">source and issues</a>'
+        f"<code>pip install git+{REPOSITORY}</code> &middot; "
+        f'<a href="{REPOSITORY}">source and issues</a>'
     ),
     "footer_icons": [{"name": "Repository", "url": REPOSITORY, "html": "Repository", "class": ""}],
 }

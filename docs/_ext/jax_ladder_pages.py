@@ -174,13 +174,19 @@ def template_page(rung: Rung) -> str:
 
 
 def install_md() -> str:
-    return "Python 3.12 or newer:\n\n```console\n$ pip install jax-ladder\n```\n"
+    # What works today: jax-ladder has no release on the package index yet
+    # (tests/test_docs.py holds every page to that until it has one).
+    return (
+        "Python 3.12 or newer. The kit installs from its repository (it is not on the "
+        f"package index yet):\n\n```console\n$ pip install git+{REPOSITORY}\n```\n"
+    )
 
 
 def install_repository_md() -> str:
     return (
-        f"Or install it from the repository, <{REPOSITORY}> (the source, its README, its "
-        f"issues):\n\n```console\n$ pip install git+{REPOSITORY}\n```\n"
+        f"Or from a clone of <{REPOSITORY}> (the source, its README, its issues), which "
+        "also has the kit's own tests and demo:\n\n```console\n"
+        f"$ git clone {REPOSITORY}\n$ pip install ./jax-ladder\n```\n"
     )
 
 
