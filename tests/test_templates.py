@@ -229,6 +229,10 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
     assert run.ok, run.output[-5000:]
     if not only:  # (a selection may compare no numbers, e.g. ffi's CUDA build checks)
         assert run.worst_error is not None, "the project's tests did not report their oracle error"
+        # The skeleton's TODOs, whose notes would reach the README's table,
+        # are flagged at the end of every run until the user rewrites them.
+        flagged = "TODO left in tests/op_spec.py" in run.output
+        assert flagged == skeleton, run.output[-2000:]
         assert run.worst_fraction is not None
         assert run.worst_fraction <= 100
 
@@ -252,3 +256,57 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
         if not o.killed
     ]
     assert problems == [], "\n".join(problems)
+
+
+# What a generated README says of the project it sits in (issue 48: a README
+# named a test file its project lacked and miscounted the files that are the
+# user's). A path in backticks is a file of this project, unless the README
+# says it may be absent ("when present", "if present").
+README_PATH = re.compile(
+    r"`((?:tests|src|benchmarks|docs|csrc|tools)/[^`\s*<>]+\.(?:py|cc|h|cu|md|svg|json|sh))`"
+    r"(?!,? (?:when|if) present)"
+)
+COUNTED = re.compile(r"\b(two|three|four|five|six) files\b")
+WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def test_the_readme_names_only_files_the_project_has(baked):
+    readme = (baked / "README.md").read_text()
+    assert sorted({p for p in README_PATH.findall(readme) if not (baked / p).exists()}) == []
+
+
+def test_the_readme_counts_the_files_that_make_the_op(request, baked):
+    """Every "N files" the README says is the adapt table's count of the files
+    that are the user's: yours and the declaration."""
+    rung, combo = request.node.callspec.params["baked"]
+    template = template_dir(rung)
+    entries, op = adapt.load(template), mutation.op_name_of(template, combo)
+    package = mutation.package_of(baked)
+    roles = [adapt.role_of(f, entries, combo, package, op) for f in adapt.generated_files(baked)]
+    theirs = sum(1 for e in roles if e is not None and e.role in ("yours", "declaration"))
+    said = {WORDS[w] for w in COUNTED.findall((baked / "README.md").read_text())}
+    assert said <= {theirs}, f"the README says {sorted(said)} files; the adapt table has {theirs}"
+
+
+@pytest.mark.parametrize("rung", available(), ids=lambda r: r.name)
+def test_the_readmes_collectives_example_is_what_the_matrix_reads(tmp_path, rung):
+    """The README's extra_collectives example builds with the project's own
+    conformance module (issue 48: no README said how to declare communication)."""
+    project = scaffold(rung, tmp_path, {})
+    readme = (project / "README.md").read_text()
+    section = readme.split("### Communication", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    check = (
+        "from conformance import Collectives\n"
+        f"declared = dict({example})\n"
+        "assert all(isinstance(c, Collectives) for c in declared['extra_collectives'].values())\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=project / "tests",
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
