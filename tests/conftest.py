@@ -136,8 +136,8 @@ def covering_combinations(rung):
     """The combinations whose own tests the kit runs: the default first, then
     greedily whichever covers the most pairs of two options' values not yet
     seen together, until every pair has been (pairwise testing). A template
-    with two options is all its combinations; export's three two-valued
-    options need four of eight. Every combination is still baked, linted,
+    with two options is all its combinations; export's four options need
+    seven of twenty-four. Every combination is still baked, linted,
     type-checked and held to the repository standard; an interaction of three
     options that two never show would go unseen, which the templates' options
     (each changes a separate part of the project) make unlikely."""

@@ -2,20 +2,24 @@
 declared in tests/op_spec.py, and the README's table of them."""
 
 import os
+import re
 import subprocess
 import sys
 from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax import export, lax
 
 import support_table
-from compare import Ulps
+from compare import WORST, Ulps, assert_close
 from conformance import (
     Arg,
+    Collectives,
     OpSpec,
+    Refuse,
     cell_names,
     float32_matmuls_not_highest,
     matmuls,
@@ -79,6 +83,123 @@ def test_the_lower_check_sees_a_program_of_another_platform(rng):
     run_cell(spec, "lower-cpu", rng)
     with pytest.raises(AssertionError, match="differs from the CPU's"):
         run_cell(OpSpec(**{**spec.__dict__, "platforms": {"cuda": ""}}), "lower-cuda", rng)
+
+
+# Negative controls of the comparison itself: each planted fault fails, and
+# its message says where.
+EXACT = Ulps(at_value=4.0)
+
+
+@pytest.fixture
+def unrecorded():
+    """The planted faults' errors stay out of the run's worst-error record."""
+    seen = dict(WORST)
+    yield
+    WORST.update(seen)
+
+
+@pytest.mark.parametrize(
+    "got, want", [(np.nan, np.inf), (-np.inf, np.inf), (np.inf, np.nan), (1.0, np.inf)]
+)
+def test_a_non_finite_value_must_be_the_oracles_exactly(unrecorded, got, want):
+    with pytest.raises(AssertionError, match=r"at index \(1,\).*non-finite"):
+        assert_close(np.float32([1.0, got]), np.array([1.0, want]), EXACT)
+    assert_close(np.float32([np.nan, np.inf, -np.inf]), np.array([np.nan, np.inf, -np.inf]), EXACT)
+
+
+def unary(op, reference, axes=("n",), sizes=None):
+    """The declaration of a one-argument op, for the negative controls."""
+    x = Arg("x", axes)
+    sizes = sizes or {"n": 8}
+    return OpSpec("op", op, reference, None, (x,), (axes,), sizes, EXACT, EXACT)
+
+
+def test_the_hard_zeros_cell_tells_the_signs_of_infinity_apart(unrecorded, rng):
+    """1/|x| is +inf at -0.0, where 1/x is -inf."""
+    spec = unary(lambda x: 1 / jnp.abs(x), lambda x: 1 / x)
+    with pytest.raises(
+        AssertionError, match=r"^\[hard-zeros\] eager, output 0: got inf, want -inf"
+    ):
+        run_cell(spec, "hard-zeros", rng)
+
+
+def product(x, y):
+    return x * y
+
+
+def planted(x, y):
+    """x * y, one element off."""
+    return (x * y).at[2, 1].add(1.0)
+
+
+def row_sums(fn):
+    return lambda x, y: jnp.sum(fn(x, y), axis=1)
+
+
+@pytest.mark.parametrize(
+    "op, reference, outputs, inputs",
+    [
+        (planted, product, ("n", "m"), r"x = \S+, y = \S+"),
+        (row_sums(planted), row_sums(product), ("n",), r"x\[2, :\], y\[2, :\]"),
+    ],
+    ids=["elementwise", "rows"],
+)
+def test_a_failure_names_its_cell_check_element_inputs_and_tolerance(
+    unrecorded, rng, op, reference, outputs, inputs
+):
+    args = (Arg("x", ("n", "m")), Arg("y", ("n", "m")))
+    spec = OpSpec("op", op, reference, None, args, (outputs,), {"n": 4, "m": 3}, EXACT, EXACT)
+    with pytest.raises(AssertionError) as error:
+        run_cell(spec, "jit", rng)
+    line = str(error.value).splitlines()[0]
+    index = ", ".join(["2", "1"][: len(outputs)]) + ("," if len(outputs) == 1 else "")
+    pattern = (
+        rf"\[jit\] jit, output 0: \S+ ulps of float32 off at index \({index}\) \({inputs}\), "
+        r"beyond the tolerance \(Ulps\(at_value=4\.0, at_scale=0\.0\)\): got \S+, want \S+"
+    )
+    assert re.fullmatch(pattern, line), line
+
+
+def test_a_wrong_gradient_names_its_argument_and_check_grads_its_order(unrecorded, rng):
+    @jax.custom_vjp
+    def op(x):
+        return jnp.sin(x)
+
+    op.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (2 * g * jnp.cos(x),))
+    forward = Refuse(TypeError, "forward-mode", "no forward mode")
+    spec = OpSpec(**{**unary(op, jnp.sin).__dict__, "refuse": {"jvp": forward}})
+    with pytest.raises(AssertionError, match=r"^\[grad-x\] grad, gradient of x: .* at index"):
+        run_cell(spec, "grad-x", rng)
+    with pytest.raises(
+        AssertionError, match=r"^\[check-grads-1\] check_grads\(order=1, modes=\['rev'\]\)"
+    ):
+        run_cell(spec, "check-grads-1", rng)
+
+
+def test_declared_collectives_are_counted_exactly(unrecorded, rng):
+    """A declaration that says the op gathers where it does not fails, and so
+    does an op that gathers where JAX refuses the reference (nothing declared)."""
+    declared = {"jit-auto-n": Collectives("a gather", forward={"all-gather": 1})}
+    spec = OpSpec(**{**unary(jnp.sin, jnp.sin).__dict__, "extra_collectives": declared})
+    with pytest.raises(
+        AssertionError,
+        match=r"^\[jit-auto-n\] forward program: collectives \{\}, declared \{'all-gather': 1\}",
+    ):
+        run_cell(spec, "jit-auto-n", rng)
+
+    def gathered_top_k(x):
+        """top_k of whole rows: gathered first, where x is split."""
+        mesh = jax.typeof(x).sharding.mesh
+        if not mesh.empty:
+            x = jax.sharding.reshard(
+                x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+            )
+        return lax.top_k(x, 2)[0]
+
+    spec = unary(gathered_top_k, lambda x: lax.top_k(x, 2)[0], ("b", "n"), {"b": 4, "n": 8})
+    spec = OpSpec(**{**spec.__dict__, "outputs": (("b", "k"),)})
+    with pytest.raises(AssertionError, match="where JAX refuses the reference"):
+        run_cell(spec, "jit-explicit-n", rng)
 
 
 def test_every_declared_refusal_names_a_cell():

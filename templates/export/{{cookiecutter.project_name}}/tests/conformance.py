@@ -15,7 +15,10 @@ Cells, for an op with arguments A and named axes D:
                 explicit mesh, make_mesh's default: values, gradients and
                 the outputs' sharding)
   autodiff      grad-<arg> for each differentiable argument, vjp, jit-grad,
-                jvp, linearize, check-grads-1, check-grads-2
+                jvp, linearize, jacfwd, vmap-jvp (forward mode over many
+                tangents: the batching of the op's tangents), check-grads-1,
+                check-grads-2; a forward-mode cell the declaration does not
+                refuse itself takes jvp's refusal
   control flow  checkpoint (nothing saved), scan, cond (values and gradients,
                 with data that takes each branch)
   hard inputs   hard-<case> for each of HARD_CASES: every floating argument
@@ -24,14 +27,18 @@ Cells, for an op with arguments A and named axes D:
                 ties, all equal), within what its Arg declares it supports
                 (domain, smallest); eager, jit, vmap and the gradient
   shard_map     shard-map-<d>-<mesh>, shard-map-grad-inside-<d>-<mesh>,
-                shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>
+                shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>,
+                shard-map-partial-<d> (manual over "x" of a 2x2 mesh, "y" left
+                automatic and the inputs split over both: values, gradients
+                and the collectives, no more than the reference's)
   jit sharding  jit-auto-<d>, jit-explicit-<d>, jit-explicit-set-mesh-<d>
                 (values and gradients; the compiled collectives of the forward
                 and the gradient program no more than the reference's on the
                 same shardings; under an explicit mesh, the outputs sharded as
                 the reference's); for shard_map axes, jit-auto-<d>+<e> (two of
                 them on one mesh axis) and jit-explicit-2d-<d> (a 2x2 mesh,
-                only "x" used)
+                only "x" used); grad-grad-explicit-<d> (second order, reverse
+                over reverse, on an explicit mesh)
   export        export-symbolic (a symbolic batch axis, serialized and called)
                 and lower-<platform> for every platform the op claims: the
                 module's result types; the platform's marker (its kernel or
@@ -63,7 +70,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -81,7 +88,9 @@ from conftest import mesh_devices
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 MESHES = {"1d": ((4,), ("x",)), "2d": ((2, 2), ("x", "y"))}  # the op's axis goes on "x"
 NEW_AXIS = 2  # the size of the axes vmap, scan and the batch of vmap-of-grad add
-PROGRAMS = ("forward", "gradient")  # the jit-* cells' programs, as extra_collectives names them
+PROGRAMS = ("forward", "gradient")  # the jit-* and shard-map-partial-* cells' programs
+FORWARD_BATCHED = ("jacfwd", "vmap-jvp")  # forward mode over many tangents at once
+FORWARD_MODE = ("linearize", *FORWARD_BATCHED)  # the cells besides jvp that take tangents
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,26 @@ class Refuse:
 
 
 @dataclass(frozen=True)
+class Collectives:
+    """What a jit-* (or shard-map-partial-*) cell's compiled programs
+    communicate where it is not the reference's: each collective's exact count
+    (a COLLECTIVES name; one not named: none), in the forward program, the
+    gradient program or both (None: that program is held to the reference's,
+    no more of any collective).
+    `why` is the table's note."""
+
+    why: str
+    forward: Mapping[str, int] | None = None
+    gradient: Mapping[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        named = {**(self.forward or {}), **(self.gradient or {})}
+        unknown = sorted(set(named) - set(COLLECTIVES))
+        assert not unknown, f"not collectives: {unknown} (they are {COLLECTIVES})"
+        assert self.forward is not None or self.gradient is not None, "declare a program"
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """The declaration of an op's public signature (see tests/op_spec.py)."""
 
@@ -134,6 +163,9 @@ class OpSpec:
     tolerance: Ulps
     gradient_tolerance: Ulps
     dtype: str = "float32"  # the dtype of the cells' floating-point arguments
+    # How far second derivatives (the grad-grad-* cells) may be from the
+    # oracle's, where more than gradient_tolerance (None: that one), and why.
+    second_order_tolerance: Ulps | None = None
     batch_axes: tuple[str, ...] = ()  # vmap over them: the op accepts inputs without them
     shard_map_axes: tuple[str, ...] = ()  # per shard, the op computes that shard of the output
     differentiable_outputs: tuple[int, ...] | None = None  # default: the floating ones
@@ -146,11 +178,13 @@ class OpSpec:
     # (test_conformance.py), so no platform's default decides the results.
     matmul_inputs: Mapping[str, str] = field(default_factory=dict)
     refuse: Mapping[str, Refuse] = field(default_factory=dict)  # cell name or glob
-    # Programs allowed more collectives than the reference's, and why: a glob
-    # over cell names (both programs) or "<cell>:forward", "<cell>:gradient".
-    extra_collectives: Mapping[str, str] = field(default_factory=dict)
+    # The jit-* and shard-map-partial-* cells whose programs communicate
+    # otherwise than the reference's, with their exact counts: cell name or
+    # glob -> Collectives.
+    extra_collectives: Mapping[str, Collectives] = field(default_factory=dict)
     # The entry point for jit with Auto shardings, where it differs from `op`
-    # (a custom_partitioning rule, say); the jit-auto-* cells run it.
+    # (a custom_partitioning rule, say); the jit-auto-* cells run it, and the
+    # shard-map-partial-* cells (their free mesh axis is Auto).
     auto_op: Callable[..., Any] | None = None
     # float64 NumPy (*args, *cotangents) -> the gradient of each differentiable
     # argument, where autodiff of the reference is not the oracle you want:
@@ -175,7 +209,8 @@ def cell_names(spec: OpSpec) -> list[str]:
     names += ["vmap-nested", "vmap-of-grad", "vmap-sharded-new-axis"]
     names += [f"vmap-axis-{a}" for a in spec.batch_axes]
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
-    names += ["vjp", "jit-grad", "jvp", "linearize", "check-grads-1", "check-grads-2"]
+    names += ["vjp", "jit-grad", "jvp", "linearize", *FORWARD_BATCHED]
+    names += ["check-grads-1", "check-grads-2"]
     names += ["checkpoint", "scan", "cond"]
     names += [f"hard-{case}" for case in HARD_CASES]
     for axis in spec.shard_map_axes:
@@ -186,23 +221,29 @@ def cell_names(spec: OpSpec) -> list[str]:
                 f"shard-map-grad-outside-{axis}-{mesh}",
             ]
         names.append(f"shard-map-wrong-out-specs-{axis}")
+        names.append(f"shard-map-partial-{axis}")
     for axis in spec.axes:
         names += [f"jit-auto-{axis}", f"jit-explicit-{axis}", f"jit-explicit-set-mesh-{axis}"]
     pairs = spec.shard_map_axes
     names += [f"jit-auto-{a}+{b}" for i, a in enumerate(pairs) for b in pairs[i + 1 :]]
     names += [f"jit-explicit-2d-{axis}" for axis in spec.shard_map_axes]
+    names += [f"grad-grad-explicit-{axis}" for axis in spec.axes]
     names += ["export-symbolic"] if spec.symbolic_axis else []
     names += [f"lower-{platform}" for platform in spec.platforms]
     return names
 
 
 def refusal(spec: OpSpec, cell: str) -> Refuse | None:
-    """The declared refusal for a cell: an exact name wins over a glob."""
+    """The declared refusal for a cell: an exact name wins over a glob. A
+    forward-mode cell with none of its own takes the jvp cell's: JAX refuses
+    all forward mode of an op it refuses jvp of (a custom_vjp)."""
     if cell in spec.refuse:
         return spec.refuse[cell]
     for pattern, refuse in spec.refuse.items():
         if fnmatch.fnmatchcase(cell, pattern):
             return refuse
+    if cell in FORWARD_MODE:
+        return refusal(spec, "jvp")
     return None
 
 
@@ -217,7 +258,11 @@ def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     check = _cell_function(cell)
     refuse = refusal(spec, cell)
     if refuse is None:
-        check(spec, cell, rng)
+        try:
+            check(spec, cell, rng)
+        except AssertionError as error:
+            # Every failure's first line names its cell (the checks name the rest).
+            raise AssertionError(f"[{cell}] {error}") from error
         return
     with pytest.raises(refuse.error, match=refuse.match):
         check(spec, cell, rng)
@@ -317,19 +362,78 @@ def vjp_oracle(spec: OpSpec, args: list[Any], cotangents: list[Any]) -> list[np.
     return [np.asarray(g) for g in grads]
 
 
-def assert_outputs(spec: OpSpec, got: Any, want: tuple[Any, ...]) -> None:
+def assert_outputs(
+    spec: OpSpec, got: Any, want: tuple[Any, ...], where: str = "", inputs: list[Any] | None = None
+) -> None:
+    """The op's outputs against the oracle's, within its tolerance. where:
+    what computed them (jit, vmap, ...), for a failure's message; inputs: the
+    op's arguments, where got is its unbatched result (a failure then names
+    the inputs at the worst element)."""
     got = _outputs(got)
-    assert len(got) == len(want), f"{len(got)} outputs, expected {len(want)}"
-    for g, w in zip(got, want, strict=True):
-        assert_close(g, w, at_platform(spec.tolerance, spec.matmul_inputs, platform_of(g)))
+    assert len(got) == len(want), f"{where}: {len(got)} outputs, expected {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        tolerance = at_platform(spec.tolerance, spec.matmul_inputs, platform_of(g))
+        axes = spec.outputs[k] if k < len(spec.outputs) else ()
+        at = _inputs_at(spec, inputs, axes)
+        assert_close(g, w, tolerance, where=_said(where, f"output {k}"), inputs_at=at)
 
 
-def assert_grads(spec: OpSpec, got: Any, want: list[np.ndarray]) -> None:
+def assert_grads(
+    spec: OpSpec,
+    got: Any,
+    want: list[np.ndarray],
+    where: str = "",
+    inputs: list[Any] | None = None,
+    of: list[str] | None = None,
+) -> None:
+    """Gradients against the oracle's, within the gradient tolerance: one per
+    differentiable argument (or per name in `of`), else (tangents, second
+    orders) results counted in order. where and inputs: as assert_outputs."""
     got = list(got) if isinstance(got, (tuple, list)) else [got]
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
+    assert len(got) == len(want), f"{where}: {len(got)} gradients, expected {len(want)}"
+    names = of or [spec.args[i].name for i in _diff_args(spec)]
+    if len(names) != len(got):
+        names = []
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
         tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
-        assert_close(g, w, tolerance)
+        if names:
+            what = f"gradient of {names[k]}"
+            axes = next(a.axes for a in spec.args if a.name == names[k])
+        else:
+            what, axes = f"result {k}", ()
+        at = _inputs_at(spec, inputs if names else None, axes)
+        assert_close(g, w, tolerance, where=_said(where, what), inputs_at=at)
+
+
+def _said(where: str, what: str) -> str:
+    return f"{where}, {what}" if where else what
+
+
+def _inputs_at(
+    spec: OpSpec, inputs: list[Any] | None, axes: tuple[str, ...]
+) -> Callable[[tuple[int, ...]], str] | None:
+    """For a result with named `axes` (an output's, an argument's gradient), a
+    function from an element's index to the inputs that produced it: each
+    argument's value where the index fixes all its axes (an elementwise op),
+    else which slice of it (a row, the whole argument)."""
+    if inputs is None:
+        return None
+
+    def at(index: tuple[int, ...]) -> str:
+        if len(index) != len(axes):
+            return ""
+        fixed = dict(zip(axes, index, strict=True))
+        said = []
+        for arg, value in zip(spec.args, inputs, strict=True):
+            if all(d in fixed for d in arg.axes):
+                v = np.asarray(value)[tuple(fixed[d] for d in arg.axes)]
+                said.append(f"{arg.name} = {v.item() if v.dtype.kind in 'biu' else float(v)!r}")
+            else:
+                where = ", ".join(str(fixed[d]) if d in fixed else ":" for d in arg.axes)
+                said.append(f"{arg.name}[{where}]")
+        return ", ".join(said)
+
+    return at
 
 
 def _stack(parts: list[tuple[np.ndarray, ...]], axis: int) -> tuple[np.ndarray, ...]:
@@ -346,15 +450,15 @@ def check_values(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     args = make_args(spec, rng)
     want = oracle(spec, args)
     if cell == "eager":
-        assert_outputs(spec, spec.op(*args), want)
+        assert_outputs(spec, spec.op(*args), want, "eager", args)
     elif cell == "jit":
-        assert_outputs(spec, jax.jit(spec.op)(*args), want)
+        assert_outputs(spec, jax.jit(spec.op)(*args), want, "jit", args)
     else:  # jit-donate: the op may be handed buffers it can overwrite
         donated = [jnp.array(a, copy=True) for a in args]
         with warnings.catch_warnings():  # an input no output matches is not usable
             warnings.filterwarnings("ignore", "Some donated buffers were not usable")
             got = jax.jit(spec.op, donate_argnums=tuple(range(len(args))))(*donated)
-        assert_outputs(spec, got, want)
+        assert_outputs(spec, got, want, "jit, donated", args)
         taken = _donations_taken(donated, _outputs(got))
         for i, a in enumerate(donated):
             assert a.is_deleted() == (i in taken), (
@@ -398,14 +502,14 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             oracle(spec, [jnp.take(b, i, axis=ax) for b, ax in zip(batched, in_axes, strict=True)])
             for i in range(NEW_AXIS)
         ]
-        assert_outputs(spec, got, _stack(parts, axis=-1))
+        assert_outputs(spec, got, _stack(parts, axis=-1), "vmap, batch axis last")
     elif cell == "vmap-some-args":
         # Only the first argument batched; the others are shared by every slice.
         batched = [_insert(args[0], 0, NEW_AXIS, rng), *args[1:]]
         in_axes = [0] + [None] * (len(args) - 1)
         got = jax.vmap(spec.op, in_axes=in_axes)(*batched)
         parts = [oracle(spec, [batched[0][i], *args[1:]]) for i in range(NEW_AXIS)]
-        assert_outputs(spec, got, _stack(parts, axis=0))
+        assert_outputs(spec, got, _stack(parts, axis=0), "vmap, batch axis first")
     elif cell == "vmap-nested":
         # Outer axis first, inner axis last: two batching rules composed.
         inner = [_insert(a, a.ndim, 2, rng) for a in args]
@@ -417,7 +521,7 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             _stack([oracle(spec, [b[i][..., j] for b in batched]) for j in range(2)], axis=0)
             for i in range(NEW_AXIS)
         ]
-        assert_outputs(spec, got, _stack(parts, axis=0))
+        assert_outputs(spec, got, _stack(parts, axis=0), "vmap(vmap), outer axis first")
     elif cell == "vmap-of-grad":
         batched = [_insert(a, 0, NEW_AXIS, rng) for a in args]
         slices = [[b[i] for b in batched] for i in range(NEW_AXIS)]
@@ -430,7 +534,7 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         got = jax.jit(jax.vmap(per_slice))(batched, stacked_cts)
         wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
         want = [np.stack(w) for w in zip(*wants, strict=True)]
-        assert_grads(spec, got, want)
+        assert_grads(spec, got, want, "jit(vmap(grad)), batch axis first")
     elif cell == "vmap-sharded-new-axis":
         _check_vmap_sharded(spec, rng)
     else:  # vmap-axis-<d>: vmap over one of the op's own batch axes
@@ -439,7 +543,7 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         out_axes = [o.index(axis) if axis in o else None for o in spec.outputs]
         out = out_axes[0] if len(out_axes) == 1 else tuple(out_axes)
         got = jax.vmap(spec.op, in_axes=in_axes, out_axes=out)(*args)
-        assert_outputs(spec, got, oracle(spec, args))
+        assert_outputs(spec, got, oracle(spec, args), f"vmap over {axis}", args)
 
 
 def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
@@ -458,10 +562,11 @@ def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
     ct_placed = [jax.device_put(jnp.stack(c), split) for c in zip(*cts, strict=True)]
     mapped = jax.vmap(spec.op)
     got = jax.jit(mapped)(*placed)
-    assert_outputs(spec, got, want)
+    assert_outputs(spec, got, want, "jit(vmap), batch axis first")
     assert_same_shardings(got, jax.vmap(spec.reference), placed)
     got_grads = jax.jit(_grad_of(spec, mapped, len(placed)))(*placed, *ct_placed)
-    assert_grads(spec, got_grads, [np.stack(w) for w in zip(*wants, strict=True)])
+    want_grads = [np.stack(w) for w in zip(*wants, strict=True)]
+    assert_grads(spec, got_grads, want_grads, "jit(grad(vmap)), batch axis first")
 
 
 # --- Autodiff ----------------------------------------------------------------------
@@ -474,9 +579,9 @@ def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         name = cell.removeprefix("grad-")
         i = [a.name for a in spec.args].index(name)
         got = jax.grad(_loss(spec, spec.op, cts), argnums=i)(*args)
-        assert_grads(spec, [got], [want[diff.index(i)]])
+        assert_grads(spec, [got], [want[diff.index(i)]], "grad", args, of=[name])
     elif cell == "jit-grad":
-        assert_grads(spec, jax.jit(_grad(spec, spec.op, cts))(*args), want)
+        assert_grads(spec, jax.jit(_grad(spec, spec.op, cts))(*args), want, "jit(grad)", args)
     elif cell == "vjp":
 
         def pullback(*args: Any) -> Any:
@@ -491,7 +596,7 @@ def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             _, vjp = jax.vjp(of_diff, *(args[i] for i in diff))
             return vjp(tuple(cts))
 
-        assert_grads(spec, jax.jit(pullback)(*args), want)
+        assert_grads(spec, jax.jit(pullback)(*args), want, "jit(vjp)", args)
     else:  # jvp, linearize: forward mode, against the reference's in float64
         tangents = [jnp.asarray(rng.standard_normal(args[i].shape), args[i].dtype) for i in diff]
 
@@ -520,7 +625,77 @@ def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         else:
             _, linear = jax.linearize(of_diff(spec.op, args), *primals)
             got_t = linear(*tangents)
-        assert_grads(spec, list(got_t), [np.asarray(w) for w in want_t])
+        where = "jit(jvp)" if cell == "jvp" else "linearize"
+        _assert_tangents(spec, list(got_t), [np.asarray(w) for w in want_t], where, args)
+
+
+def _assert_tangents(
+    spec: OpSpec, got: list[Any], want: list[np.ndarray], where: str, inputs: list[Any]
+) -> None:
+    """Tangents of the differentiable outputs, within the gradient tolerance."""
+    picked = _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *inputs)))
+    assert len(got) == len(want), f"{where}: {len(got)} tangents, expected {len(want)}"
+    for k, g, w in zip(picked, got, want, strict=True):
+        tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
+        at = _inputs_at(spec, inputs, spec.outputs[k])
+        assert_close(g, w, tolerance, where=f"{where}, tangent of output {k}", inputs_at=at)
+
+
+def _of_diff(spec: OpSpec, fn: Callable[..., Any], fixed: list[Any]) -> Callable[..., Any]:
+    """fn as a function of the differentiable arguments alone (the others as
+    in `fixed`), returning its differentiable outputs."""
+    diff = _diff_args(spec)
+
+    def of_diff(*d: Any) -> tuple[Any, ...]:
+        full = list(fixed)
+        for i, v in zip(diff, d, strict=True):
+            full[i] = v
+        outs = _outputs(fn(*full))
+        return tuple(outs[i] for i in _diff_outputs(spec, outs))
+
+    return of_diff
+
+
+def check_forward_batched(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """Forward mode over many tangents in one jitted program, against the
+    reference's own in float64: jacfwd (a tangent per input element, which
+    JAX batches with vmap) and vmap of jvp over NEW_AXIS random tangents.
+    The batching rules of the op's tangent computation run here, which the
+    jvp cell never calls."""
+    args = make_args(spec, rng)
+    args64 = [_to64(a) for a in args]
+    diff = _diff_args(spec)
+    primals, primals64 = [args[i] for i in diff], [args64[i] for i in diff]
+    mine, theirs = _of_diff(spec, spec.op, args), _of_diff(spec, spec.reference, args64)
+    if cell == "jacfwd":
+        argnums = tuple(range(len(diff)))
+        got = jax.jit(jax.jacfwd(mine, argnums=argnums))(*primals)
+        with jax.default_device(_CPU):
+            want = jax.jacfwd(theirs, argnums=argnums)(*primals64)
+    else:  # vmap-jvp: the primals shared, the tangents batched
+        tangents = [_insert(p, 0, NEW_AXIS, rng) for p in primals]
+
+        def jvp(p: list[Any], t: list[Any]) -> Any:
+            return jax.jvp(mine, p, t)
+
+        # The outputs do not depend on the tangents: unbatched (out_axes None),
+        # as jacfwd asks of them too.
+        batched = jax.vmap(jvp, in_axes=(None, 0), out_axes=(None, 0))
+        outs, got = jax.jit(batched)(primals, tangents)
+        want_outs = oracle(spec, args)
+        picked = tuple(want_outs[i] for i in _diff_outputs(spec, want_outs))
+        assert_outputs(spec, outs, picked, where="jit(vmap(jvp)) outputs", inputs=args)
+        with jax.default_device(_CPU):
+            parts = [
+                jax.jvp(theirs, primals64, [_to64(t[k]) for t in tangents])[1]
+                for k in range(NEW_AXIS)
+            ]
+        want = _stack([tuple(np.asarray(o) for o in part) for part in parts], axis=0)
+    # Results in order: each output's Jacobian with respect to each argument,
+    # or each output's batch of tangents.
+    where = "jit(jacfwd)" if cell == "jacfwd" else "jit(vmap(jvp)) tangents"
+    got, want = jax.tree.leaves(got), [np.asarray(w) for w in jax.tree.leaves(want)]
+    assert_grads(spec, got, want, where=where)
 
 
 def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
@@ -540,7 +715,16 @@ def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         outs = _outputs(spec.op(*full))
         return tuple(outs[i] for i in _diff_outputs(spec, outs))
 
-    check_grads(jax.jit(of_diff), [args[i] for i in diff], order=int(cell[-1]), modes=modes)
+    order = int(cell[-1])
+    try:
+        check_grads(jax.jit(of_diff), [args[i] for i in diff], order=order, modes=modes)
+    except AssertionError as error:
+        # check_grads' own message opens with an empty line: its gist, on one.
+        gist = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise AssertionError(
+            f"check_grads(order={order}, modes={modes}) in float64, against finite "
+            f"differences: {gist}"
+        ) from error
 
 
 # --- Control flow ------------------------------------------------------------------
@@ -554,37 +738,42 @@ def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> Non
         def scanned(*xs: Any) -> Any:
             return lax.scan(lambda c, x: (c, spec.op(*x)), 0, xs)[1]
 
-        assert_outputs(
-            spec, jax.jit(scanned)(*stacked), _stack([oracle(spec, s) for s in slices], 0)
-        )
+        want = _stack([oracle(spec, s) for s in slices], 0)
+        assert_outputs(spec, jax.jit(scanned)(*stacked), want, "jit(scan), scanned axis first")
         stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
         got = jax.jit(_grad(spec, scanned, stacked_cts))(*stacked)
         wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
-        assert_grads(spec, got, [np.stack(w) for w in zip(*wants, strict=True)])
+        want_grads = [np.stack(w) for w in zip(*wants, strict=True)]
+        assert_grads(spec, got, want_grads, "jit(grad(scan)), scanned axis first")
         return
     args = make_args(spec, rng)
     cts = cotangents_for(spec, args, rng)
     if cell == "checkpoint":
         policy = jax.checkpoint_policies.nothing_saveable
         fn = jax.checkpoint(spec.op, policy=policy)
-        assert_outputs(spec, jax.jit(fn)(*args), oracle(spec, args))
-        assert_grads(spec, jax.jit(_grad(spec, fn, cts))(*args), vjp_oracle(spec, args, cts))
+        assert_outputs(spec, jax.jit(fn)(*args), oracle(spec, args), "jit(checkpoint)", args)
+        want = vjp_oracle(spec, args, cts)
+        assert_grads(
+            spec, jax.jit(_grad(spec, fn, cts))(*args), want, "jit(grad(checkpoint))", args
+        )
         return
     # cond: one compiled program, run on data that makes its predicate true
     # (the op's branch) and on data that makes it false (zeros of the op's
     # type, and zero gradients).
     fn = _traced_predicate_cond(spec)
     program, gradient = jax.jit(fn), jax.jit(_grad(spec, fn, cts))
-    assert_outputs(spec, program(*args), oracle(spec, args))
-    assert_grads(spec, gradient(*args), vjp_oracle(spec, args, cts))
+    assert_outputs(spec, program(*args), oracle(spec, args), "jit(cond), the op's branch", args)
+    want = vjp_oracle(spec, args, cts)
+    assert_grads(spec, gradient(*args), want, "jit(grad(cond)), the op's branch", args)
     floats = [i for i, a in enumerate(args) if _float(a.dtype)]
     if not floats:
         return  # no data to make the predicate false with
     poisoned = list(args)
     poisoned[floats[0]] = args[floats[0]].at[(0,) * args[floats[0]].ndim].set(jnp.nan)
     zeros = tuple(np.zeros_like(w) for w in oracle(spec, args))
-    assert_outputs(spec, program(*poisoned), zeros)
-    assert_grads(spec, gradient(*poisoned), [np.zeros_like(w) for w in vjp_oracle(spec, args, cts)])
+    assert_outputs(spec, program(*poisoned), zeros, "jit(cond), the zeros' branch")
+    zero_grads = [np.zeros_like(w) for w in want]
+    assert_grads(spec, gradient(*poisoned), zero_grads, "jit(grad(cond)), the zeros' branch")
 
 
 def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:
@@ -725,19 +914,19 @@ def check_hard(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     views = [args, flushed(args)] if case == "tiny" else [args]
     also = [more, flushed(more)] if case == "tiny" else [more]
     wants = [oracle(spec, view) for view in views]
-    _either(lambda want: assert_outputs(spec, spec.op(*args), want), wants)
-    _either(lambda want: assert_outputs(spec, jax.jit(spec.op)(*args), want), wants)
+    _either(lambda want: assert_outputs(spec, spec.op(*args), want, "eager", args), wants)
+    _either(lambda want: assert_outputs(spec, jax.jit(spec.op)(*args), want, "jit", args), wants)
     batched = [jnp.stack([a, b]) for a, b in zip(args, more, strict=True)]
     stacked = [
         _stack([want, oracle(spec, view)], axis=0) for want, view in zip(wants, also, strict=True)
     ]
     got = jax.jit(jax.vmap(spec.op))(*batched)
-    _either(lambda want: assert_outputs(spec, got, want), stacked)
+    _either(lambda want: assert_outputs(spec, got, want, "jit(vmap), two draws"), stacked)
     if _diff_args(spec):
         cts = cotangents_for(spec, args, rng)
         grads = jax.jit(_grad(spec, spec.op, cts))(*args)
         _either(
-            lambda want: assert_grads(spec, grads, want),
+            lambda want: assert_grads(spec, grads, want, "jit(grad)", args),
             [vjp_oracle(spec, view, cts) for view in views],
         )
 
@@ -751,7 +940,9 @@ def _mesh(kind: str, axis_type: AxisType = AxisType.Auto) -> jax.sharding.Mesh:
     )
 
 
-def _specs(axes_list: Any, axis: str | tuple[str, ...], mesh_axis: str | None = "x") -> list[P]:
+def _specs(
+    axes_list: Any, axis: str | tuple[str, ...], mesh_axis: str | tuple[str, ...] | None = "x"
+) -> list[P]:
     """Each array's spec with `mesh_axis` on its dimension named `axis`; given
     several names, on the first of them the array has (a spec names a mesh
     axis once)."""
@@ -765,6 +956,22 @@ def _specs(axes_list: Any, axis: str | tuple[str, ...], mesh_axis: str | None = 
 
 def _out_specs(spec: OpSpec, specs: list[P]) -> Any:
     return specs[0] if len(specs) == 1 else tuple(specs)
+
+
+def _split(
+    mesh: Any, arrays: list[Any], axes_list: Any, axis: str, mesh_axis: Any = "x"
+) -> list[Any]:
+    """Each array placed on mesh, split over mesh_axis along its dimension
+    named axis (replicated where it has none)."""
+    specs = _specs(axes_list, axis, mesh_axis)
+    return [jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip(arrays, specs, strict=True)]
+
+
+def _cotangent_axes(spec: OpSpec, args: list[Any]) -> list[tuple[str, ...]]:
+    """The named axes of each differentiable output of the op on args: its
+    cotangent's."""
+    outs = _outputs(jax.eval_shape(spec.op, *args))
+    return [spec.outputs[i] for i in _diff_outputs(spec, outs)]
 
 
 def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
@@ -791,12 +998,14 @@ def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     out_specs = _out_specs(spec, _specs(spec.outputs, axis))
     mapped = jax.shard_map(spec.op, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
     if not kind:
-        assert_outputs(spec, jax.jit(mapped)(*args), oracle(spec, args))
+        assert_outputs(spec, jax.jit(mapped)(*args), oracle(spec, args), "jit(shard_map)", args)
         return
     cts = cotangents_for(spec, args, rng)
     want = vjp_oracle(spec, args, cts)
     if kind == "grad-outside":
-        assert_grads(spec, jax.jit(_grad(spec, mapped, cts))(*args), want)
+        assert_grads(
+            spec, jax.jit(_grad(spec, mapped, cts))(*args), want, "jit(grad(shard_map))", args
+        )
         return
     # grad-inside: each shard differentiates its own piece; an argument the
     # axis does not split is shared, and JAX sums its cotangent across shards.
@@ -810,7 +1019,48 @@ def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         return _grad(spec, spec.op, list(c))(*a)
 
     inside = jax.shard_map(local, mesh=mesh, in_specs=in_specs + ct_specs, out_specs=grad_specs)
-    assert_grads(spec, jax.jit(inside)(*args, *cts), want)
+    assert_grads(spec, jax.jit(inside)(*args, *cts), want, "jit(shard_map(grad))", args)
+
+
+def check_shard_map_partial(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """The op in a shard_map manual over "x" alone of a 2-D mesh, "y" left
+    automatic (axis_names), its inputs split along the axis over ("x", "y"):
+    inside, each shard's operands are still split over "y", so the op's own
+    partitioning (a custom_partitioning rule, an FFI call's sharding rule)
+    meets a mesh partly manual. Values, the gradient, and the compiled
+    collectives of both programs no more than the reference's in the same
+    shard_map."""
+    axis = cell.removeprefix("shard-map-partial-")
+    mesh = _mesh("2d")
+    args = make_args(spec, rng)
+    cts = cotangents_for(spec, args, rng)
+    in_specs = tuple(_specs([a.axes for a in spec.args], axis))
+    out_specs = _out_specs(spec, _specs(spec.outputs, axis))
+
+    def partly_manual(fn: Callable[..., Any]) -> Any:
+        return jax.shard_map(
+            fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, axis_names={"x"}
+        )
+
+    # "y" stays Auto: the op's entry point for Auto shardings, where it has one.
+    mine, theirs = partly_manual(spec.auto_op or spec.op), partly_manual(spec.reference)
+    placed = _split(mesh, args, [a.axes for a in spec.args], axis, ("x", "y"))
+    ct_placed = _split(mesh, cts, _cotangent_axes(spec, args), axis, ("x", "y"))
+    count = len(args)
+    programs = {
+        "forward": (jax.jit(mine), jax.jit(theirs), placed),
+        "gradient": (
+            jax.jit(_grad_of(spec, mine, count)),
+            jax.jit(_grad_of(spec, theirs, count)),
+            placed + ct_placed,
+        ),
+    }
+    got, got_grads = programs["forward"][0](*placed), programs["gradient"][0](*placed, *ct_placed)
+    where = "jit(shard_map manual over x)"
+    assert_outputs(spec, got, oracle(spec, args), where=where, inputs=args)
+    want_grads = vjp_oracle(spec, args, cts)
+    assert_grads(spec, got_grads, want_grads, where=f"gradient of {where}", inputs=args)
+    assert_collectives(spec, cell, programs)
 
 
 # --- jit with sharded inputs -----------------------------------------------------------
@@ -883,23 +1133,109 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
     with jax.set_mesh(mesh) if set_mesh else contextlib.nullcontext():
         got = programs["forward"][0](*placed)
         got_grads = programs["gradient"][0](*placed, *ct_placed)
-        assert_outputs(spec, got, want)
-        assert_grads(spec, got_grads, want_grads)
-        if explicit and not assert_same_shardings(got, spec.reference, placed):
-            return
-        # Each program, forward and gradient, needs no more of any collective
-        # than the reference's on the same shardings (in auto mode XLA chooses
-        # the communication; in explicit mode the types do).
-        for name, (mine_fn, theirs_fn, inputs) in programs.items():
-            if any(
-                fnmatch.fnmatchcase(cell, p) or fnmatch.fnmatchcase(f"{cell}:{name}", p)
-                for p in spec.extra_collectives
-            ):
-                continue
-            mine = _collectives(mine_fn.lower(*inputs).compile().as_text())
+        assert_outputs(spec, got, want, "jit", args)
+        assert_grads(spec, got_grads, want_grads, "jit(grad)", args)
+        refused = explicit and not assert_same_shardings(got, spec.reference, placed)
+        # In auto mode XLA chooses the communication; in explicit mode the types do.
+        assert_collectives(spec, cell, programs, reference_refused=refused)
+
+
+def declared_collectives(spec: OpSpec, cell: str) -> Collectives | None:
+    """The cell's entry in extra_collectives: an exact name wins over a glob."""
+    if cell in spec.extra_collectives:
+        return spec.extra_collectives[cell]
+    for pattern, declared in spec.extra_collectives.items():
+        if fnmatch.fnmatchcase(cell, pattern):
+            return declared
+    return None
+
+
+def assert_collectives(
+    spec: OpSpec, cell: str, programs: Mapping[str, Any], reference_refused: bool = False
+) -> None:
+    """Each program, forward and gradient (name: (the op's jitted, the
+    reference's jitted, the inputs)), makes exactly the collectives declared
+    for it, else no more of any than the reference's on the same inputs, or
+    none where JAX refuses the reference on them (nothing to compare with)."""
+    declared = declared_collectives(spec, cell)
+    for name, (mine_fn, theirs_fn, inputs) in programs.items():
+        mine = _collectives(mine_fn.lower(*inputs).compile().as_text())
+        counts = getattr(declared, name) if declared is not None else None
+        if counts is not None:
+            want = {c: counts.get(c, 0) for c in COLLECTIVES}
+            assert mine == want, (
+                f"{name} program: collectives {_some(mine)}, declared {_some(want)} "
+                f"(extra_collectives: {declared.why})"
+            )
+        elif reference_refused:
+            assert not any(mine.values()), (
+                f"{name} program: collectives {_some(mine)} where JAX refuses the reference "
+                "on these shardings: declare their counts in extra_collectives"
+            )
+        else:
             theirs = _collectives(theirs_fn.lower(*inputs).compile().as_text())
             more = {c: (mine[c], theirs[c]) for c in COLLECTIVES if mine[c] > theirs[c]}
-            assert not more, f"{name}: more collectives than the reference (op, reference): {more}"
+            assert not more, (
+                f"{name} program: more collectives than the reference (op, reference): {more}"
+            )
+
+
+def _some(counts: Mapping[str, int]) -> dict[str, int]:
+    """The collectives a program makes (those it makes none of left out)."""
+    return {c: n for c, n in counts.items() if n}
+
+
+def _grad_grad(
+    spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any], directions: list[Any]
+) -> Callable[..., Any]:
+    """Reverse over reverse: the gradient, with respect to the differentiable
+    arguments, of the gradient of fn's random weighting (as _grad) weighted
+    by random directions, one per differentiable argument."""
+    first = _grad(spec, fn, cotangents)
+
+    def weighted(*args: Any) -> Any:
+        return sum(jnp.sum(v * g) for v, g in zip(directions, first(*args), strict=True))
+
+    return jax.grad(weighted, argnums=tuple(_diff_args(spec)))
+
+
+def check_grad_grad_explicit(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """Second order, reverse over reverse and jitted, with the inputs, the
+    cotangents and the directions split along one axis over an Explicit mesh:
+    the op's backward pass is itself differentiated on sharding-typed values.
+
+    The oracle is the reference's own second order in float64 on the CPU,
+    also where the declaration has a gradient_oracle: that one stands in where
+    the reference's autodiff is wrong (coincident points, a norm of zero),
+    which random inputs avoid."""
+    axis = cell.removeprefix("grad-grad-explicit-")
+    mesh = _mesh("1d", AxisType.Explicit)
+    args = make_args(spec, rng)
+    cts = cotangents_for(spec, args, rng)
+    diff = _diff_args(spec)
+    directions = [jnp.asarray(rng.standard_normal(args[i].shape), args[i].dtype) for i in diff]
+    split = len(args), len(args) + len(cts)
+
+    # The cotangents and directions are arguments, not constants the program
+    # closes over: they arrive split like the inputs.
+    def program(*everything: Any) -> Any:
+        a, c, v = everything[: split[0]], everything[split[0] : split[1]], everything[split[1] :]
+        return _grad_grad(spec, spec.op, list(c), list(v))(*a)
+
+    # keep_unused: a linear op's second order is zeros, read from no input,
+    # and the inputs kept are what places such a program on the mesh.
+    got = jax.jit(program, keep_unused=True)(
+        *_split(mesh, args, [a.axes for a in spec.args], axis),
+        *_split(mesh, cts, _cotangent_axes(spec, args), axis),
+        *_split(mesh, directions, [spec.args[i].axes for i in diff], axis),
+    )
+    with jax.default_device(_CPU):
+        cts64, directions64 = [_to64(c) for c in cts], [_to64(v) for v in directions]
+        want = _grad_grad(spec, spec.reference, cts64, directions64)(*(_to64(a) for a in args))
+    # assert_grads holds the declaration's gradient_tolerance: the second order's, here.
+    tolerance = spec.second_order_tolerance or spec.gradient_tolerance
+    held = replace(spec, gradient_tolerance=tolerance)
+    assert_grads(held, got, [np.asarray(w) for w in want], where="jit(grad(grad))", inputs=args)
 
 
 # --- matmul precision --------------------------------------------------------------
@@ -1043,11 +1379,14 @@ def check_export(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         )(*structs)
         loaded = export.deserialize(exported.serialize())
         cpu = jax.devices("cpu")[0]
-        assert_outputs(spec, loaded.call(*jax.device_put(args, cpu)), oracle(spec, args))
+        got = loaded.call(*jax.device_put(args, cpu))
+        assert_outputs(spec, got, oracle(spec, args), "deserialized artifact", args)
         # A different size along the symbolic axis: one artifact serves both.
         smaller = {**spec.sizes, spec.symbolic_axis: 1}
         other = make_args(OpSpec(**{**spec.__dict__, "sizes": smaller}), rng)
-        assert_outputs(spec, loaded.call(*jax.device_put(other, cpu)), oracle(spec, other))
+        got = loaded.call(*jax.device_put(other, cpu))
+        where = f"deserialized artifact, {spec.symbolic_axis} = 1"
+        assert_outputs(spec, got, oracle(spec, other), where, other)
         return
     # lower-<platform>: from this (CPU) host, for the target.
     platform = cell.removeprefix("lower-")
@@ -1073,7 +1412,9 @@ def check_export(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         loaded = export.deserialize(exported.serialize())
         mesh = jax.sharding.Mesh(jax.devices("cpu")[: loaded.nr_devices], ("all",))
         placed = jax.device_put(args, NamedSharding(mesh, P()))
-        assert_outputs(spec, loaded.call(*placed), oracle(spec, args))
+        assert_outputs(
+            spec, loaded.call(*placed), oracle(spec, args), "deserialized artifact", args
+        )
 
 
 def _program_of(module: str) -> str:
@@ -1092,6 +1433,12 @@ def _lowered_for(spec: OpSpec, platform: str, args: list[Any]) -> export.Exporte
 def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], None]:
     if cell in ("eager", "jit", "jit-donate"):
         return check_values
+    if cell in FORWARD_BATCHED:
+        return check_forward_batched
+    if cell.startswith("grad-grad-explicit-"):
+        return check_grad_grad_explicit
+    if cell.startswith("shard-map-partial-"):
+        return check_shard_map_partial
     if cell.startswith("vmap-"):
         return check_vmap
     if cell.startswith("check-grads-"):

@@ -17,6 +17,9 @@ comparison of such a result allows (and another half ulp where want is a
 half-precision result too, such as the reference's); an op that computes in
 half precision loses several of its ulps, and fails.
 
+A NaN or an infinity must be the oracle's exactly (NaN, +inf or -inf): no
+tolerance makes a NaN of an inf, or -inf of +inf (1/|x| is not 1/x at -0).
+
 assert_close records the worst element it has seen, as a fraction of its
 tolerance; conftest.py prints it at the end of the run, so you can see how
 close the tests came to their tolerances.
@@ -74,15 +77,19 @@ def spacing(dtype, value):
     return np.ldexp(float(info.eps), exponent - 1)
 
 
-def assert_close(got, want, ulps: Ulps, dtype=None):
-    """Each element of got within `ulps` of the oracle's want.
+def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None):
+    """Each element of got within `ulps` of the oracle's want, and each
+    non-finite one exactly the oracle's: NaN, +inf or -inf.
 
     dtype: the op's result dtype; got's own unless given (pass it where got
-    has been through another type, such as JSON's floats).
+    has been through another type, such as JSON's floats). A failure says, in
+    its first line, `where` (what was compared: the cell, the check, which
+    output), the worst element's index and, from inputs_at(index) where
+    given, the inputs that produced it.
     """
     dtype = jnp.dtype(dtype or np.asarray(got).dtype)
     if not jnp.issubdtype(dtype, jnp.floating):  # indices, counts: exact
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, want, err_msg=where)
         return
     accumulator = jnp.promote_types(dtype, jnp.float32)
     # Half an ulp for each result rounded to half precision: got, and want if
@@ -90,12 +97,14 @@ def assert_close(got, want, ulps: Ulps, dtype=None):
     roundings = 0 if accumulator == dtype else 1 + (np.asarray(want).dtype == dtype)
     got = np.asarray(got, dtype=np.float64)
     want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, f"shape {got.shape} != expected {want.shape}"
-    assert np.all(np.isfinite(got) == np.isfinite(want)), "NaN/inf where the oracle has none"
+    prefix = f"{where}: " if where else ""
+    assert got.shape == want.shape, f"{prefix}shape {got.shape} != expected {want.shape}"
+    _assert_same_nonfinite(got, want, prefix, inputs_at)
     finite = np.isfinite(want)
-    got, want = got[finite], want[finite]
-    if want.size == 0:
+    if not finite.any():
         return
+    # The finite elements, compared in place (the others now match exactly).
+    got, want = np.where(finite, got, 0.0), np.where(finite, want, 0.0)
     error = np.abs(got - want)
     # Each rounding the counts allow may instead be a flush: XLA's CPU flushes
     # subnormal results to zero (and reads subnormal operands as zeros), an
@@ -108,7 +117,7 @@ def assert_close(got, want, ulps: Ulps, dtype=None):
         + flushes
     )
     fraction = error / np.maximum(tolerance, np.finfo(np.float64).tiny)
-    worst = int(np.argmax(fraction))
+    worst = np.unravel_index(int(np.argmax(fraction)), fraction.shape)
     off = float(error[worst] / spacing(dtype, want[worst]))
     if fraction[worst] > WORST["fraction"] or not WORST["test"]:
         WORST.update(
@@ -119,6 +128,28 @@ def assert_close(got, want, ulps: Ulps, dtype=None):
             test=os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0],
         )
     assert fraction[worst] <= 1.0, (
-        f"{off:.3g} ulps of {dtype.name} off, beyond the tolerance ({ulps}): "
-        f"got {got[worst]!r}, want {want[worst]!r}"
+        f"{prefix}{off:.3g} ulps of {dtype.name} off at {_at(worst, inputs_at)}, beyond the "
+        f"tolerance ({ulps}): got {float(got[worst])!r}, want {float(want[worst])!r}"
     )
+
+
+def _assert_same_nonfinite(got, want, prefix, inputs_at):
+    """NaN where the oracle has NaN, and each infinity with the oracle's sign:
+    no tolerance makes a NaN an inf, or -inf +inf (1/|x| is not 1/x at -0)."""
+    both_nan = np.isnan(got) & np.isnan(want)
+    differs = (~np.isfinite(got) | ~np.isfinite(want)) & ~both_nan & (got != want)
+    if differs.any():
+        first = tuple(int(i) for i in np.argwhere(differs)[0])
+        raise AssertionError(
+            f"{prefix}got {float(got[first])!r}, want {float(want[first])!r} at "
+            f"{_at(first, inputs_at)} "
+            f"({int(differs.sum())} such element(s)): a non-finite value must be the "
+            "oracle's exactly (NaN, +inf or -inf)"
+        )
+
+
+def _at(index, inputs_at):
+    """An element's index, and the inputs at it where the caller can say."""
+    index = tuple(int(i) for i in index)
+    said = inputs_at(index) if inputs_at is not None else ""
+    return f"index {index}" + (f" ({said})" if said else "")

@@ -28,7 +28,10 @@ FAMILIES = {  # the first cell-name prefix that matches names the row
     "jit-grad": "autodiff",
     "jit-": "jit, sharded inputs",
     "jit": "values",
+    "jacfwd": "autodiff",
+    "vmap-jvp": "autodiff",  # forward mode, batched: with jvp, which it follows
     "vmap-": "vmap",
+    "grad-grad-explicit-": "jit, sharded inputs",  # second order on an Explicit mesh
     "grad-": "autodiff",
     "vjp": "autodiff",
     "jvp": "autodiff",
@@ -51,9 +54,7 @@ def family(cell):
 def render(spec, failed=frozenset()):
     """One row per family of cells: those that match the oracle, and those
     refused (or failing), each with its note."""
-    import fnmatch
-
-    from conformance import PROGRAMS, cell_names, refusal
+    from conformance import cell_names, declared_collectives, refusal
 
     rows = {}
     for cell in cell_names(spec):
@@ -66,11 +67,9 @@ def render(spec, failed=frozenset()):
             notes.setdefault(refuse.why, []).append(cell)
         else:
             ok.append(f"`{cell}`")
-            for pattern, why in spec.extra_collectives.items():
-                if fnmatch.fnmatchcase(cell, pattern) or any(
-                    fnmatch.fnmatchcase(f"{cell}:{p}", pattern) for p in PROGRAMS
-                ):
-                    notes.setdefault(f"{_program(pattern)}{why}", []).append(cell)
+            declared = declared_collectives(spec, cell)
+            if declared is not None:
+                notes.setdefault(_collectives_note(declared), []).append(cell)
     lines = ["| cells | match the oracle | refused, or a note |", "| -- | -- | -- |"]
     for name, (ok, notes) in rows.items():
         said = [", ".join(f"`{c}`" for c in cells) + f" {note}" for note, cells in notes.items()]
@@ -78,11 +77,13 @@ def render(spec, failed=frozenset()):
     return "\n".join([BEGIN, "", *lines, "", END])
 
 
-def _program(pattern):
-    """The note's prefix for an extra_collectives pattern that names one
-    program ("gradient: "), else nothing."""
-    _, _, program = pattern.rpartition(":")
-    return f"{program}: " if program in ("forward", "gradient") else ""
+def _collectives_note(declared):
+    """The note for a cell's declared collectives (conformance.Collectives):
+    its why, after the one program it counts, if one ("gradient: ...")."""
+    from conformance import PROGRAMS
+
+    counted = [p for p in PROGRAMS if getattr(declared, p) is not None]
+    return declared.why if len(counted) == len(PROGRAMS) else f"{counted[0]}: {declared.why}"
 
 
 def current_block(text):

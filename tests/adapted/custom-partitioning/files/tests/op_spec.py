@@ -24,6 +24,16 @@ FORWARD_MODE = Refuse(
     "refused: the op is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
 )
 
+# Its backward is a custom_partitioning op (under an Explicit mesh, a
+# shard_map with a pmax), which JAX cannot differentiate: first order only.
+FIRST_ORDER = Refuse(
+    (NotImplementedError, ValueError),
+    r"Differentiation rule for '(custom_partitioning|pmax)' not implemented"
+    r"|Linearization failed to produce known values",
+    "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
+    " wrap it in a custom_vjp of its own for second order",
+)
+
 SPEC = OpSpec(
     name="logsumexp",
     op=logsumexp,
@@ -47,11 +57,7 @@ SPEC = OpSpec(
     refuse={
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
-        "check-grads-2": Refuse(
-            NotImplementedError,
-            r"Differentiation rule for 'custom_partitioning' not implemented",
-            "refused: the backward is a custom_partitioning op, which JAX cannot differentiate;"
-            " wrap it in a custom_vjp of its own for second order",
-        ),
+        "check-grads-2": FIRST_ORDER,
+        "grad-grad-explicit-*": FIRST_ORDER,
     },
 )

@@ -23,7 +23,7 @@ from adapted_conv_tagger import artifact
 from adapted_conv_tagger.reference import conv_tagger, init_params
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 # How far the model may be from the oracle, in ulps (tests/compare.py). Its
 # outputs and gradients are sums over a window's features and channels whose
@@ -51,6 +51,13 @@ REVERSE_ONLY = Refuse(
     TypeError,
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
     "refused: jax.export serializes VJPs only; use reverse mode (grad, vjp)",
+)
+# Saved with vjp_order=1 (artifact.VJP_ORDER): the artifact's VJP is not
+# itself differentiable.
+FIRST_ORDER_ONLY = Refuse(
+    ValueError,
+    r"cannot be differentiated twice: it was serialized with vjp_order=1",
+    "refused: serialized with vjp_order=1; re-export with vjp_order=2 for second order",
 )
 # The artifact's signature is float32, and check_grads' finite differences
 # need float64: the gradient cells compare with the float64 oracle instead.
@@ -96,9 +103,21 @@ SPEC = OpSpec(
     symbolic_axis="b",
     # Plain StableHLO on every platform exported: the module holds no custom call.
     platforms={"cpu": ""},
+    # Split along f, the artifact's convolution sums the features with one
+    # all-reduce, in each program; JAX refuses the reference's convolution
+    # there (its output sharding is ambiguous).
+    extra_collectives={
+        "jit-explicit*-f": Collectives(
+            "the split features' sums are all-reduced, where JAX refuses the reference's"
+            " convolution on these shardings",
+            forward={"all-reduce": 1},
+            gradient={"all-reduce": 1},
+        ),
+    },
     refuse={
         "jvp": REVERSE_ONLY,
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
+        "grad-grad-explicit-*": FIRST_ORDER_ONLY,
     },
 )

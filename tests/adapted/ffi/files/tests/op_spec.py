@@ -16,7 +16,7 @@ from jax import export
 from adapted_softmax import FORWARD, TARGETS, softmax, softmax_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 # How far the op may be from the oracle, in ulps (tests/compare.py).
 # bfloat16 is computed in float32 and rounded once: that half ulp is allowed
@@ -63,15 +63,16 @@ SPEC = OpSpec(
     # this project has a handler for; XLA looks the handler up when it compiles.
     platforms={"cpu": rf"custom_call @{FORWARD}\b"},
     export_checks=tuple(export.DisabledSafetyCheck.custom_call(t) for t in TARGETS),
-    # Auto axes: x's sharding is unknown while tracing, and XLA cannot split
-    # a custom call it knows nothing about, so it gathers x whole first.
+    # A split row is gathered whole, x and, for the gradient, its cotangent
+    # (the reference all-reduces its row maxima and sums instead). Rows split
+    # along b need no communication.
     extra_collectives={
-        "jit-auto-*": "auto axes gather x whole: XLA cannot split a custom call; use an "
-        "explicit-axes mesh (jax.make_mesh's default) or shard_map",
-        # A split row under explicit axes is gathered whole (the reference
-        # all-reduces its row maxima and sums instead).
-        "jit-explicit-n": "the split rows are gathered whole",
-        "jit-explicit-set-mesh-n": "the split rows are gathered whole",
+        f"jit-{mode}-n": Collectives(
+            "the split rows are gathered whole",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 2},
+        )
+        for mode in ("auto", "explicit", "explicit-set-mesh")
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.

@@ -7,7 +7,7 @@ import numpy as np
 from adapted_periodic import periodic_matvec, periodic_matvec_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 # Each entry of the product and of each gradient is at most three products
 # and two additions, whose terms may cancel: a few ulps of the array's
@@ -54,7 +54,15 @@ SPEC = OpSpec(
     platforms={"cpu": "", "cuda": "", "tpu": ""},
     extra_collectives={
         # Each roll trades one boundary element with each neighbour.
-        "jit-auto-n": "a halo exchange (collective-permute) of one element per shard boundary",
+        "jit-auto-n": Collectives(
+            "a halo exchange (collective-permute) of one element per shard boundary",
+            forward={"collective-permute": 2},
+            gradient={"collective-permute": 6},
+        ),
     },
-    refuse={"jit-explicit-n": SHARDED_ROW, "jit-explicit-set-mesh-n": SHARDED_ROW},
+    refuse={
+        "jit-explicit-n": SHARDED_ROW,
+        "jit-explicit-set-mesh-n": SHARDED_ROW,
+        "grad-grad-explicit-n": SHARDED_ROW,
+    },
 )

@@ -24,7 +24,7 @@ from jax.sharding import AxisType
 from adapted_swiglu import loss, make_mesh, reference_loss
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 from conftest import mesh_devices
 
 # How far the sharded model may be from the float64 oracle (the reference
@@ -96,11 +96,29 @@ SPEC = OpSpec(
     # Plain StableHLO on every platform; the module holds the FSDP gather.
     platforms={"cpu": "all_gather", "cuda": "all_gather", "tpu": "all_gather"},
     # The step chooses its own communication, whatever the inputs' layout.
+    # Counted on the cells' mesh of 4 devices: the FSDP gathers of the three
+    # weights, all-to-alls into the step's layout, and the gradient's
+    # reduce-scatters.
     extra_collectives={
-        "jit-auto-*": "its own FSDP gathers, and all-to-alls into its layout",
+        "jit-auto-d": Collectives(
+            "its own FSDP gathers, and all-to-alls into its layout",
+            forward={"all-gather": 3, "all-reduce": 1, "all-to-all": 2},
+            gradient={"all-gather": 3, "all-to-all": 2, "reduce-scatter": 3},
+        ),
+        "jit-auto-f": Collectives(
+            "its own FSDP gathers, and all-to-alls into its layout",
+            forward={"all-gather": 3, "all-reduce": 1, "all-to-all": 3},
+            gradient={"all-gather": 3, "all-to-all": 3, "reduce-scatter": 3},
+        ),
+        "jit-auto-b": Collectives(
+            "its own FSDP gathers, and all-to-alls into its layout",
+            forward={"all-gather": 3, "all-reduce": 1},
+            gradient={"all-gather": 3, "reduce-scatter": 3},
+        ),
     },
     refuse={
         "jit-explicit-*": OTHER_MESH,
+        "grad-grad-explicit-*": OTHER_MESH,
         "vmap-sharded-new-axis": OTHER_MESH,
         "export-symbolic": SYMBOLIC,
     },

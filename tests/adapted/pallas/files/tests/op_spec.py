@@ -7,7 +7,7 @@ from functools import partial
 from adapted_softmax import softmax, softmax_partitioned, softmax_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 # Softmax of a row of 16: each output is exp(x_i - max) / sum, a few float32
 # roundings (exp, the sum of 16 terms, the division) at the output's value
@@ -28,6 +28,14 @@ FORWARD_MODE = Refuse(
     TypeError,
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
     "refused: a custom_vjp is reverse mode only; jax.jvp the reference",
+)
+# The kernel has no derivatives of its own: the custom VJP is first order.
+# Differentiating its backward again asks JAX for pallas_call's JVP, which
+# fails while linearizing.
+FIRST_ORDER_ONLY = Refuse(
+    ValueError,
+    r"Linearization failed to produce known values",
+    "refused: the custom VJP is first order; differentiate the reference for second order",
 )
 # The kernel takes float32 and bfloat16; finite differences need float64.
 FLOAT64 = Refuse(
@@ -50,10 +58,20 @@ SPEC = OpSpec(
     shard_map_axes=("m",),
     symbolic_axis="m",
     platforms={"cpu": "", "tpu": r"tpu_custom_call"},
-    extra_collectives={"jit-auto-n": "n is gathered: each row whole on one device"},
+    # The forward gathers x along n (the reference all-reduces its row
+    # maxima and sums); the gradient communicates as the reference's does.
+    extra_collectives={
+        "jit-auto-n": Collectives(
+            "n is gathered: each row whole on one device",
+            forward={"all-gather": 1},
+            gradient={"all-reduce": 3},
+        ),
+    },
     refuse={
         "jit-explicit-n": SHARDED_ROW,
         "jit-explicit-set-mesh-n": SHARDED_ROW,
+        "grad-grad-explicit-n": SHARDED_ROW,
+        "grad-grad-explicit-m": FIRST_ORDER_ONLY,
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,

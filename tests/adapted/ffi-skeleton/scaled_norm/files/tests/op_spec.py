@@ -16,7 +16,7 @@ from jax import export
 from adapted_scaled_norm import FORWARD, TARGETS, scaled_norm, scaled_norm_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 # How far the op may be from the oracle, in ulps (tests/compare.py).
 # bfloat16 is computed in float32 and rounded once: that half ulp is allowed
@@ -40,10 +40,12 @@ ORACLE = scaled_norm_f64
 
 # The handlers need whole rows (rowwise.REDUCED): a row split across devices
 # is gathered first. Rows split along the batch axis need no communication.
-SPLIT_ROWS = (
+SPLIT_ROWS = Collectives(
     "the row (n, which the handlers reduce over) is split: it is gathered whole, "
     "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
-    "reference all-reduces partial row sums (1 and 2 all-reduces)"
+    "reference all-reduces partial row sums",
+    forward={"all-gather": 1},
+    gradient={"all-gather": 2},
 )
 
 SPEC = OpSpec(
