@@ -15,10 +15,10 @@ import numpy as np
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 from compare import Ulps
-{% if cookiecutter.rule == "vjp" -%}
-from conformance import Arg, OpSpec, Refuse
+{% if cookiecutter.example == "none" -%}
+from conformance import Arg, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% else -%}
-from conformance import Arg, OpSpec
+from conformance import Arg, Collectives, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% endif %}
 {%- if cookiecutter.rule == "vjp" %}
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.
@@ -130,8 +130,24 @@ BENCH_SIZES = [
 POINTS = (-1e18, 1e18)
 SMALLEST = 1e-15
 MODES = ("auto", "explicit", "explicit-set-mesh")  # the jit-* cells of one mesh axis
-POINTS_SPLIT = "5 small all-reduces (centre, near-duplicate test, two products), not 1"
-FEATURES_SPLIT = "2 all-gathers (the products contract over the split features), not 0"
+# The gradient program's collectives where the rule's differ from autodiff's.
+POINTS_SPLIT = Collectives(
+    "5 small all-reduces (centre, near-duplicate test, two products), not 1",
+    gradient={"all-reduce": 5},
+)
+FEATURES_SPLIT = Collectives(
+    "2 all-gathers (the products contract over the split features), not 0",
+    gradient={"all-gather": 2, "all-reduce": 1},
+)
+BOTH_SPLIT = Collectives(
+    POINTS_SPLIT.why + ", and 4 all-gathers, not 1",
+    gradient={"all-gather": 4, "all-reduce": 5},
+)
+# In a shard_map manual over "x" alone, the points are still split over "y".
+PARTLY_MANUAL = Collectives(
+    "{{ 6 if cookiecutter.rule == 'vjp' else 7 }} small all-reduces over the points split over the automatic axis, not 2",
+    gradient={"all-reduce": {{ 6 if cookiecutter.rule == "vjp" else 7 }}},
+)
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
@@ -168,10 +184,11 @@ SPEC = OpSpec(
     # Counted on 4 CPU devices; each is a vector of k numbers or one (n, m)
     # weight matrix.
     extra_collectives={
-        **{f"jit-{mode}-{axis}:gradient": POINTS_SPLIT for mode in MODES for axis in "nm"},
-        **{f"jit-{mode}-k:gradient": FEATURES_SPLIT for mode in MODES},
-        "jit-auto-n+m:gradient": POINTS_SPLIT + ", and 4 all-gathers, not 1",
-        "jit-explicit-2d-*:gradient": "3 small all-reduces (centre, two products), not 1",
+        **{f"jit-{mode}-{axis}": POINTS_SPLIT for mode in MODES for axis in "nm"},
+        **{f"jit-{mode}-k": FEATURES_SPLIT for mode in MODES},
+        "jit-auto-n+m": BOTH_SPLIT,
+        "jit-explicit-2d-*": POINTS_SPLIT,
+        "shard-map-partial-*": PARTLY_MANUAL,
     },
 {%- if cookiecutter.rule == "vjp" %}
     refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},

@@ -301,6 +301,21 @@ def test_vmap_over_point_sets(rng):
     assert_close(jax.vmap({{ cookiecutter.op_name }})(xs, ys), want, DISTANCES)
 
 
+def test_grad_of_vmap_with_near_duplicates_in_one_slice(rng):
+    # jax.grad of the vmapped op (vmap inside, as in a batched loss), where
+    # one point set has near-duplicate pairs and the other none: the rule's
+    # branch for them runs batched, right for both slices.
+    x = points(rng, 6, 3, "float32")
+    near = x[::-1] + 1e-5 * points(rng, 6, 3, "float32")
+    xs, ys = jnp.stack([x, x]), jnp.stack([near, points(rng, 6, 3, "float32")])
+    cotangents = jnp.asarray(rng.standard_normal((2, 6, 6)), "float32")
+    batched_loss = weighted_sum(jax.vmap({{ cookiecutter.op_name }}))
+    got = jax.jit(jax.grad(batched_loss, argnums=(0, 1)))(xs, ys, cotangents)
+    wants = [distances_vjp_f64(*args) for args in zip(xs, ys, cotangents, strict=True)]
+    for g, w in zip(got, zip(*wants, strict=True), strict=True):
+        assert_close(g, np.stack(w), GRADIENTS)
+
+
 def test_vmap_grad_with_coincident_points(rng):
     xs = jnp.asarray(rng.standard_normal((3, 5, 2)))
 

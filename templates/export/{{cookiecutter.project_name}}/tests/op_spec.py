@@ -28,7 +28,7 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.reference import {{ [cookiecutter.op_name, "init_params"] | sort | join(", ") }}
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, {% if seq and not skeleton %}Collectives, {% endif %}OpSpec, Refuse
 {%- if skeleton %}
 
 # How far the model may be from the oracle, in ulps (tests/compare.py): the
@@ -79,7 +79,7 @@ def {{ op }}_f64(params, x{% if seq %}, mask{% endif %}):
 # the gradient half of vmap, control flow, hard inputs, shard_map and sharded jit.
 DIFFERENTIATING = ["vmap-of-grad", "vmap-sharded-new-axis", "grad-*", "vjp", "jit-grad"]
 DIFFERENTIATING += ["checkpoint", "scan", "cond", "hard-*"]
-DIFFERENTIATING += ["shard-map-grad-*", "jit-auto-*", "jit-explicit-*"]
+DIFFERENTIATING += ["shard-map-grad-*", "shard-map-partial-*", "jit-auto-*", "jit-explicit-*"]
 # Serialized with vjp_order=0 (VJP_ORDER): the artifact carries no VJP.
 NOT_DIFFERENTIABLE = Refuse(
     ValueError,
@@ -94,6 +94,15 @@ REVERSE_ONLY = Refuse(
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
     "refused: jax.export serializes VJPs only; use reverse mode (grad, vjp)",
 )
+{%- if cookiecutter.vjp_order == "1" %}
+# Serialized with vjp_order=1 (VJP_ORDER): the artifact's VJP is not itself
+# differentiable.
+FIRST_ORDER_ONLY = Refuse(
+    ValueError,
+    r"cannot be differentiated twice: it was serialized with vjp_order=1",
+    "refused: serialized with vjp_order=1; re-export with vjp_order=2 for second order",
+)
+{%- endif %}
 # The artifact's signature is float32, and check_grads' finite differences
 # need float64: the gradient cells compare with the float64 oracle instead.
 FLOAT32_ONLY = Refuse(
@@ -164,6 +173,19 @@ SPEC = OpSpec(
     # module is called by lower-cpu; an artifact for several platforms holds
     # one program for each and picks the target's by its index (a case).
     platforms={ {%- for p in cookiecutter.platforms.split(",") %}"{{ p }}": {% if p == "cpu" %}""{% else %}r"stablehlo\.case"{% endif %}{% if not loop.last %}, {% endif %}{% endfor -%} },
+{%- if seq and not skeleton %}
+    # Split along s, the artifact's program sums over the sequence with four
+    # all-reduces, in each program; JAX refuses the reference's matmul that
+    # contracts over it (its output sharding is ambiguous).
+    extra_collectives={
+        "jit-explicit*-s": Collectives(
+            "the sums over the split sequence are all-reduced, where JAX refuses the"
+            " reference's matmul on these shardings",
+            forward={"all-reduce": 4},
+            gradient={"all-reduce": 4},
+        ),
+    },
+{%- endif %}
     refuse={
 {%- if cookiecutter.vjp_order == "0" %}
         **dict.fromkeys(DIFFERENTIATING, NOT_DIFFERENTIABLE),
@@ -171,5 +193,8 @@ SPEC = OpSpec(
         "jvp": REVERSE_ONLY,
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
+{%- if cookiecutter.vjp_order == "1" %}
+        "grad-grad-explicit-*": FIRST_ORDER_ONLY,
+{%- endif %}
     },
 )

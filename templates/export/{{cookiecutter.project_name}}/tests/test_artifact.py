@@ -140,8 +140,14 @@ ON_A_GPU_HOST = [
 
 @pytest.mark.parametrize("exported_for, runs_on", ON_A_GPU_HOST, ids=str)
 def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs_on):
-    # Stands in for the Exported: its platforms, and a call whose result says it was made.
-    stand_in = types.SimpleNamespace(platforms=exported_for, call=lambda *args: jnp.int32(7))
+    # Stands in for the Exported: its platforms and signature, and a call whose
+    # result says it was made.
+    stand_in = types.SimpleNamespace(
+        platforms=exported_for,
+        in_avals=artifact.input_specs(),
+        out_avals=(jax.ShapeDtypeStruct((), jnp.int32),),
+        call=lambda *args: jnp.int32(7),
+    )
     metadata = {"inputs": artifact.input_metadata(), "constraints": list(artifact.CONSTRAINTS)}
     loaded = artifact.Artifact(stand_in, metadata)
     inputs = inputs_for(loaded, SIZES[1])
@@ -350,6 +356,53 @@ def test_artifact_without_vjp_cannot_be_differentiated(loaded, tmp_path):
     x, rest = inputs[X], list(inputs.values())[1:]
     with pytest.raises(ValueError, match=r"serialized without its VJP \(vjp_order=0\)"):
         jax.grad(lambda x: jnp.sum(loaded(x, *rest)))(x)
+
+
+@pytest.fixture(scope="module")
+def by_order(tmp_path_factory):
+    """The model saved with vjp_order 0, 1 and 2, whatever VJP_ORDER says."""
+    folder = tmp_path_factory.mktemp("orders")
+    exported = artifact.export_model()
+    return {
+        order: artifact.load(artifact.save(exported, folder / f"order{order}.jax", vjp_order=order))
+        for order in range(3)
+    }
+
+
+def test_second_order_where_saved_with_order_2(by_order):
+    loaded = by_order[2]
+    inputs = inputs_for(loaded, SIZES[1])
+    x, rest = inputs[X], list(inputs.values())[1:]
+    rng = np.random.default_rng(2)
+    # A random cotangent and direction: sums of outputs can hide a wrong term.
+    ct = rng.standard_normal(loaded(x, *rest).shape).astype(np.float32)
+    direction = rng.standard_normal(x.shape).astype(np.float32)
+
+    def second_order(fn, x):
+        first = jax.grad(lambda x: jnp.sum(fn(x, *rest) * ct))
+        return jax.grad(lambda x: jnp.sum(first(x) * direction))(x)
+
+    got = second_order(loaded, x)
+    # The reference's second order in float64 (x64 is on in the tests).
+    want = jax.jit(lambda x: second_order(SPEC.reference, x))(x.astype(np.float64))
+    assert_close(got, want, SPEC.gradient_tolerance)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_differentiating_beyond_the_saved_order_is_refused(by_order, order):
+    loaded = by_order[order]
+    inputs = inputs_for(loaded, SIZES[1])
+    x, rest = inputs[X], list(inputs.values())[1:]
+    # derivatives[k]: the k-th derivative of sum(artifact), summed to a scalar.
+    derivatives = [lambda x: jnp.sum(loaded(x, *rest))]
+    for _ in range(order):
+        grad = jax.grad(derivatives[-1])
+        derivatives.append(lambda x, grad=grad: jnp.sum(grad(x)))
+        assert np.isfinite(derivatives[-1](x))
+    saved_with = r"without its VJP \(vjp_order=0\)" if order == 0 else f"with vjp_order={order}"
+    fix = rf"re-export it with save\(\.\.\., vjp_order={order + 1}\)"
+    with pytest.raises(ValueError, match=rf"serialized {saved_with}; {fix}"):
+        jax.grad(derivatives[-1])(x)
 
 
 # --- bad inputs and damaged files ------------------------------------------------

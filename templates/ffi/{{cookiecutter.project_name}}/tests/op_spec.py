@@ -16,7 +16,7 @@ from jax import export
 from {{ cookiecutter.package_name }} import FORWARD, TARGETS, {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 {% if cookiecutter.example == "rms_norm" -%}
 # How far the op may be from the oracle, in ulps (tests/compare.py).
@@ -61,17 +61,21 @@ ORACLE = {{ cookiecutter.op_name }}_f64
 # The handlers need whole rows (rowwise.REDUCED): a row split across devices
 # is gathered first. Rows split along the batch axis need no communication.
 {%- if cookiecutter.example == "rms_norm" %}
-SPLIT_ROWS = (
+SPLIT_ROWS = Collectives(
     "the row (n, which the handlers reduce over) is split: it is gathered whole, "
     "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
-    "reference all-reduces partial row sums (1 and 2 all-reduces)"
+    "reference all-reduces partial row sums (1 and 2 all-reduces)",
+    forward={"all-gather": 1},
+    gradient={"all-gather": 2},
 )
 {%- else %}
 # TODO: say what your reference does instead (the identity needs no communication).
-SPLIT_ROWS = (
+SPLIT_ROWS = Collectives(
     "the row (n, which the handlers reduce over) is split: it is gathered whole, "
     "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
-    "reference, the identity, needs none"
+    "reference, the identity, needs none",
+    forward={"all-gather": 1},
+    gradient={"all-gather": 2},
 )
 {%- endif %}
 

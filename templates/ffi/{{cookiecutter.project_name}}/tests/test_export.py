@@ -1,6 +1,7 @@
 """jax.export of a function that calls the handler: it exports only with the
 custom-call safety check disabled, and round-trips through serialization in
-a process where the target is registered (this one).
+a process where the target is registered (this one). On several devices, the
+function to export is wrapped in for_export (see test_export_for_a_mesh).
 
 An artifact runs only on the platforms it was exported for, and export's
 default is the default backend's (CUDA on a GPU machine), while these tests
@@ -12,11 +13,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import export
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from {{ cookiecutter.package_name }} import BACKWARD, FORWARD{% if cookiecutter.cuda == "yes" %}, cuda_available{% endif %}
+from {{ cookiecutter.package_name }} import BACKWARD, FORWARD{% if cookiecutter.cuda == "yes" %}, cuda_available{% endif %}, for_export
 
 from compare import assert_close
-from conformance import vjp_oracle
+from conformance import oracle, vjp_oracle
 from op_spec import SPEC
 
 op = SPEC.op
@@ -101,3 +104,32 @@ def test_export_with_its_gradient(rng, device):
     got = jax.grad(lambda x: jnp.sum(cotangent * restored.call(x)))(x)
     assert got.devices() == {device}
     assert_close(got, vjp_oracle(SPEC, [x], [cotangent])[0], GRADIENTS)
+
+
+@pytest.mark.parametrize("axis_type", [AxisType.Auto, AxisType.Explicit], ids=["auto", "explicit"])
+def test_export_for_a_mesh(rng, axis_type):
+    # On several devices the handler calls are custom_partitioning's, whose
+    # Python callbacks jax.export cannot serialize; for_export traces them as
+    # plain FFI calls. Exported from x itself: the artifact is for 4 devices.
+    mesh = jax.make_mesh((4,), ("rows",), axis_types=(axis_type,), devices=jax.devices("cpu")[:4])
+    x, cotangent = (
+        jax.device_put(jnp.asarray(rng.standard_normal((16, 8)), jnp.float32), sharding)
+        for sharding in [NamedSharding(mesh, P("rows"))] * 2
+    )
+    checks = [export.DisabledSafetyCheck.custom_call(name) for name in (FORWARD, BACKWARD)]
+    with pytest.raises(NotImplementedError, match="host_callbacks"):
+        export.export(jax.jit(op), platforms=EXPORT_PLATFORMS, disabled_checks=checks)(x)
+
+    def grad(x, cotangent):
+        return jax.grad(lambda x: jnp.sum(cotangent * op(x)))(x)
+
+    for f, args, want, ulps in [
+        (op, (x,), oracle(SPEC, [x])[0], VALUES),
+        (grad, (x, cotangent), vjp_oracle(SPEC, [x], [cotangent])[0], GRADIENTS),
+    ]:
+        exported = export.export(
+            jax.jit(for_export(f)), platforms=EXPORT_PLATFORMS, disabled_checks=checks
+        )(*args)
+        assert exported.nr_devices == 4
+        restored = export.deserialize(exported.serialize())
+        assert_close(restored.call(*args), want, ulps)

@@ -185,8 +185,15 @@ def ffi_forward(x, y_shape=None, residual_shape=None, attributes=None):
 
 
 def assert_still_usable():
+    """After a refused call the op still runs, and right. A failure here with
+    the call refused as it should be is a values bug, which the values tests
+    name too: the message says so, not that the refusal failed."""
     x = jnp.arange(1.0, 7.0).reshape(2, 3)
-    assert_close(op(x), oracle(SPEC, [x])[0], VALUES)
+    where = (
+        "after the refused call, the op on a (2, 3) float64 input: it runs, but its values "
+        "are wrong (a values bug, not the error handling)"
+    )
+    assert_close(op(x), oracle(SPEC, [x])[0], VALUES, where=where)
 
 
 @pytest.mark.parametrize(
@@ -254,7 +261,8 @@ def test_attributes_must_be_the_declared_ones(direction):
             continue
         with pytest.raises(jax.errors.JaxRuntimeError, match=f"{target}: {message}"):
             jax.block_until_ready(call(attributes))
-    assert_close(ffi_forward(x)[0], oracle(SPEC, [x])[0], VALUES)
+    where = "the forward handler with the declared attributes: its values, not the attribute checks"
+    assert_close(ffi_forward(x)[0], oracle(SPEC, [x])[0], VALUES, where=where)
     assert_still_usable()
 
 

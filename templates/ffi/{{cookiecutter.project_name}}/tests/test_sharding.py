@@ -5,9 +5,10 @@ reference's own program does.
 
 tests/conformance.py checks one axis sharded on simple meshes; these cases add
 2-D meshes, specs that leave mesh axes unnamed, several sharded leading axes,
-and the result's sharding. Gradients are taken against a random cotangent:
-the gradient of sum(op(x)) is not a general check (for an op whose rows sum
-to a constant, a softmax say, it is identically zero)."""
+shard_maps that leave a mesh axis free, and the result's sharding. Gradients
+are taken against a random cotangent: the gradient of sum(op(x)) is not a
+general check (for an op whose rows sum to a constant, a softmax say, it is
+identically zero)."""
 
 import re
 from collections import Counter
@@ -181,5 +182,42 @@ def test_inside_shard_map_the_call_runs_on_each_block(rng, mesh_name):
         cotangent,
     )
     assert_close(jax.jit(local(op))(x), want(x), VALUES)
+    got = jax.jit(grad_of_weighted_sum(local(op)))(x, cotangent)
+    assert_close(got, want_grad(x, cotangent), GRADIENTS)
+
+
+@pytest.mark.parametrize("axis_type", list(AXIS_TYPES))
+@pytest.mark.parametrize(
+    ("shape", "spec"),
+    [
+        ((16, 32), P(("rows", "cols"), None)),
+        ((8, 4, 16), P("rows", "cols", None)),
+    ],
+    ids=str,
+)
+def test_inside_a_shard_map_that_leaves_an_axis_free(rng, shape, spec, axis_type):
+    # shard_map over "rows" only (axis_names): inside it, x's rows are still
+    # split over the free axis "cols", which the partitioner handles. The
+    # partition callback then gets no mesh, only XLA's tiling of x over the
+    # free axes (rowwise._on_free_axes): read wrongly, every block is
+    # gathered onto every device, with right values and shardings.
+    mesh = make_mesh(*MESHES["2d"], AXIS_TYPES[axis_type])
+    x, cotangent = (
+        jax.device_put(jnp.asarray(rng.standard_normal(shape), jnp.float32), sharding)
+        for sharding in [NamedSharding(mesh, spec)] * 2
+    )
+
+    def local(f):
+        return jax.shard_map(
+            f, mesh=mesh, in_specs=P("rows"), out_specs=P("rows"), axis_names={"rows"}
+        )
+
+    assert_no_more_communication(local(op), local(reference), x)
+    assert_no_more_communication(
+        grad_of_weighted_sum(local(op)), grad_of_weighted_sum(local(reference)), x, cotangent
+    )
+    y = jax.jit(local(op))(x)
+    assert y.sharding.is_equivalent_to(x.sharding, x.ndim)
+    assert_close(y, want(x), VALUES)
     got = jax.jit(grad_of_weighted_sum(local(op)))(x, cotangent)
     assert_close(got, want_grad(x, cotangent), GRADIENTS)

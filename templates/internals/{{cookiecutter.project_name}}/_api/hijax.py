@@ -234,9 +234,14 @@ class {{ cookiecutter.op_name.title().replace("_", "") }}(hijax.HiPrim):
             if isinstance(band, hijax.GradAccum):
                 band.accum(ct_band)
 
-    def batch(self, axis_data: Any, args: Any, dims: Any) -> tuple[Any, int]:
+    def batch(self, axis_data: Any, args: Any, dims: Any) -> tuple[Any, int | None]:
         """One call on a leading batch axis, not a loop: the primitive already
         takes any leading axes, so the vmapped axis becomes one more."""
+        if all(b is None for b in dims):
+            # Nothing batched: JAX calls this rule anyway for a call made
+            # inside another rule under vmap (the primal in the JVP, under
+            # jax.jacfwd), and that result must stay unbatched.
+            return {{ cookiecutter.op_name }}(*args), None
         # hijax.bdims_at_front (JAX 0.12 on) does this; JAX 0.11 lacks it.
         size, mesh_axis = axis_data.size, axis_data.explicit_mesh_axis
         moved = [

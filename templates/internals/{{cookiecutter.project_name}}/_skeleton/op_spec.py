@@ -36,7 +36,7 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from compare import Ulps
-from conformance import Arg, OpSpec
+from conformance import Arg, {% if cookiecutter.lowering == "ffi" %}Collectives, {% endif %}OpSpec
 {%- if cookiecutter.lowering == "ffi" %}
 
 # A lower-<platform> marker: the whole module holds no custom call.
@@ -68,13 +68,22 @@ SPEC = OpSpec(
     # StableHLO rule, a program of its own: a module with no custom call.
     platforms={"cpu": rf"custom_call @{TARGET}\b", "cuda": NO_CUSTOM_CALL, "tpu": NO_CUSTOM_CALL},
     export_checks=(export.DisabledSafetyCheck.custom_call(TARGET),),
+    # Counted on the cells' mesh of 4 devices.
     extra_collectives={
         # The custom call's Shardy rule keeps the last axis whole, in every mode.
-        "jit-*-n": "rows split along n are gathered for the C++ handler",
+        "jit-*-n": Collectives(
+            "rows split along n are gathered for the C++ handler",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 1},
+        ),
 {%- if cookiecutter.api == "hijax" %}
         # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
         # Shardy rule (api=extend attaches one): its result is replicated.
-        "jit-auto-b": "the result is gathered: give jit out_shardings, or use an explicit mesh",
+        "jit-auto-b": Collectives(
+            "the result is gathered: give jit out_shardings, or use an explicit mesh",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 1},
+        ),
 {%- endif %}
     },
 {%- else %}

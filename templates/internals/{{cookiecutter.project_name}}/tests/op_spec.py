@@ -37,7 +37,7 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 {%- if cookiecutter.lowering == "ffi" %}
 
 # A lower-<platform> marker: the whole module holds no custom call.
@@ -118,19 +118,36 @@ SPEC = OpSpec(
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
 {%- endif %}
+    # Counted on the cells' mesh of 4 devices.
     extra_collectives={
 {%- if cookiecutter.lowering == "ffi" %}
         # A split row goes whole to the C++ handler (its Shardy rule asks for it).
-        "jit-auto-n": "rows split along n are gathered for the C++ handler",
+        "jit-auto-n": Collectives(
+            "rows split along n are gathered for the C++ handler",
+            forward={"all-gather": 4},
+            gradient={"all-gather": 4, "collective-permute": 4},
+        ),
 {%- if cookiecutter.api == "hijax" %}
         # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
         # Shardy rule (api=extend attaches one): its result is replicated.
-        "jit-auto-b": "the result is gathered: give jit out_shardings, or use an explicit mesh",
+        "jit-auto-b": Collectives(
+            "the result is gathered: give jit out_shardings, or use an explicit mesh",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 1},
+        ),
 {%- endif %}
 {%- else %}
         # Each shift trades one boundary element with each neighbour.
-        "jit-auto-n": "a halo exchange (collective-permute) of one element per shard boundary",
+        "jit-auto-n": Collectives(
+            "a halo exchange (collective-permute) of one element per shard boundary",
+            forward={"collective-permute": 2},
+            gradient={"collective-permute": 6},
+        ),
 {%- endif %}
     },
-    refuse={"jit-explicit-n": SHARDED_ROW, "jit-explicit-set-mesh-n": SHARDED_ROW},
+    refuse={
+        "jit-explicit-n": SHARDED_ROW,
+        "jit-explicit-set-mesh-n": SHARDED_ROW,
+        "grad-grad-explicit-n": SHARDED_ROW,
+    },
 )

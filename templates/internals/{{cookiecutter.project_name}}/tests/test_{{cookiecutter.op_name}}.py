@@ -153,6 +153,30 @@ def test_partial_gradients_match_reference(rng, argnums):
         assert_close(g, w, THROUGH_A_LOSS)
 
 
+# Forward mode over many tangents at once: each is a function of (the op, a
+# stack of tangents per operand) returning a function of the operands.
+FORWARD_BATCHED = {
+    "jacfwd": lambda f, _: jax.jacfwd(f, argnums=ALL),
+    "hessian": lambda f, _: jax.hessian(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=ALL),
+    "vmap-jvp": lambda f, tangents: (
+        lambda *a: jax.vmap(lambda *t: jax.jvp(f, a, t), out_axes=(None, 0))(*tangents)
+    ),
+}
+
+
+@pytest.mark.parametrize("transform", FORWARD_BATCHED.values(), ids=FORWARD_BATCHED.keys())
+def test_forward_mode_over_many_tangents_matches_reference(rng, transform):
+    # These batch the tangents, not the operands: the batching rule then also
+    # sees calls with nothing batched (the JVP's primal result), whose results
+    # must stay unbatched.
+    args = operands(rng, (2, 5), "float64")
+    tangents = operands(rng, (3, 2, 5), "float64")
+    got = jax.jit(transform(matvec, tangents))(*args)
+    want = transform(matvec_reference, tangents)(*args)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert_close(g, w, THROUGH_A_LOSS)
+
+
 def test_linearize_and_linear_transpose_match_oracle(rng):
     dl, d, du, x = operands(rng, (3, 10), "float64")
     tx, ct = operands(rng, (3, 10), "float64")[:2]

@@ -25,12 +25,15 @@ one_block_reference, and your tolerances with the reason for each count.
 {%- endif %}
 """
 
+{% if cookiecutter.remat == "regather" -%}
+import jax
+{% endif -%}
 from jax.sharding import AxisType
 
 from {{ cookiecutter.package_name }} import loss, make_mesh, reference_loss
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 from conftest import mesh_devices
 
 # How far the sharded model may be from the float64 oracle (the reference
@@ -86,6 +89,53 @@ OTHER_MESH = Refuse(
     "refused: Explicit inputs of another mesh; put them on the step's mesh first",
 )
 
+# The step's own communication, whatever the inputs' layout: its FSDP gathers
+# of the weights, all-to-alls into its layout and the gradient's
+# reduce-scatters, for inputs split along each axis: (forward, gradient),
+# counted on the cells' mesh of 4 devices.
+{%- if cookiecutter.remat == "regather" %}
+# remat=regather: the backward gathers the weights again (2 all-gathers more),
+# except under JAX 0.10, whose XLA:CPU merges them with the forward's.
+REGATHERED = 0 if jax.__version_info__ < (0, 11) else 2
+{%- endif %}
+{%- if cookiecutter.parallelism == "fsdp" %}
+STEP_COLLECTIVES = {
+    "d": (
+        {"all-gather": 2, "all-reduce": 1, "all-to-all": 2},
+        {"all-gather": 2{% if cookiecutter.remat == "regather" %} + REGATHERED{% endif %}, "all-to-all": 2, "reduce-scatter": 2},
+    ),
+    "f": (
+        {"all-gather": 2, "all-reduce": 1, "all-to-all": 2},
+        {"all-gather": 2{% if cookiecutter.remat == "regather" %} + REGATHERED{% endif %}, "all-to-all": 2, "reduce-scatter": 2},
+    ),
+    "b": (
+        {"all-gather": 2, "all-reduce": 1},
+        {"all-gather": 2{% if cookiecutter.remat == "regather" %} + REGATHERED{% endif %}, "reduce-scatter": 2},
+    ),
+}
+{%- else %}
+STEP_COLLECTIVES = {
+    "d": (
+        {"all-gather": 4, "all-reduce": 2, "all-to-all": 2},
+        {"all-gather": 4{% if cookiecutter.remat == "regather" %} + REGATHERED{% endif %}, "all-reduce": 2, "all-to-all": 2, "reduce-scatter": 2},
+    ),
+    "f": (
+        {"all-gather": 2, "all-reduce": 2, "all-to-all": 2, "collective-permute": 2},
+        {
+            "all-gather": 2{% if cookiecutter.remat == "regather" %} + REGATHERED{% endif %},
+            "all-reduce": 2,
+            "all-to-all": 2,
+            "collective-permute": 2,
+            "reduce-scatter": 2,
+        },
+    ),
+    "b": (
+        {"all-gather": 4, "all-reduce": 2},
+        {"all-gather": 4{% if cookiecutter.remat == "regather" %} + REGATHERED{% endif %}, "all-reduce": 2, "reduce-scatter": 2},
+    ),
+}
+{%- endif %}
+
 SYMBOLIC = Refuse(
     ValueError,
     r"the step needs concrete shapes",
@@ -119,10 +169,16 @@ SPEC = OpSpec(
     platforms={"cpu": "all_gather", "cuda": "all_gather", "tpu": "all_gather"},
     # The step chooses its own communication, whatever the inputs' layout.
     extra_collectives={
-        "jit-auto-*": "its own FSDP gathers, and all-to-alls into its layout",
+        f"jit-auto-{axis}": Collectives(
+            "its own FSDP gathers, and all-to-alls into its layout",
+            forward=forward,
+            gradient=gradient,
+        )
+        for axis, (forward, gradient) in STEP_COLLECTIVES.items()
     },
     refuse={
         "jit-explicit-*": OTHER_MESH,
+        "grad-grad-explicit-*": OTHER_MESH,
         "vmap-sharded-new-axis": OTHER_MESH,
         "export-symbolic": SYMBOLIC,
     },

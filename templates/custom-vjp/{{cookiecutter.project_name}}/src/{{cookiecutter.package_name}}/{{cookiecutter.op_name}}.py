@@ -370,14 +370,14 @@ def _jvp(
         + jnp.sum(yc * y_dot, axis=1)[None, :]
     )
     # The near-duplicates from their differences, and only when there are any:
-    # jit then runs one branch (vmap turns the cond into a select, which runs
-    # both and is still right).
+    # jit then runs one branch. d goes in rather than zeros made here: see
+    # _zeros_typed_like.
     near = _near_duplicates(d, xc, yc)
     exact = jax.lax.cond(
-        jnp.any(near),
+        _any_in_batch(near),
         _inner_of_differences,
-        lambda zeros, *_: zeros,
-        jnp.zeros_like(d),
+        lambda d, *_: _zeros_typed_like(d),
+        d,
         x,
         y,
         x_dot,
@@ -389,11 +389,12 @@ def _jvp(
 
 
 def _inner_of_differences(
-    zeros: jax.Array, x: jax.Array, y: jax.Array, x_dot: jax.Array, y_dot: jax.Array
+    d: jax.Array, x: jax.Array, y: jax.Array, x_dot: jax.Array, y_dot: jax.Array
 ) -> jax.Array:
-    """sum_k (x_ik - y_jk)(x_dot_ik - y_dot_jk), from the differences, added to
-    zeros (n, m) of d's type: the loop's total must keep one type, sharding and
-    shard_map variance included, and the cond's other branch returns them.
+    """sum_k (x_ik - y_jk)(x_dot_ik - y_dot_jk), from the differences, summed
+    from zeros of d's type (n, m): the loop's total must keep one type,
+    sharding and shard_map variance included, and the cond's other branch
+    returns the same zeros.
 
     The raw points, not the centred ones: x_i - y_j of two near points is
     exact in floating point, while centring rounds each to the centre's scale.
@@ -409,7 +410,41 @@ def _inner_of_differences(
         diff = x_f[:, None] - y_f[None, :]
         return total + diff * (x_dot_f[:, None] - y_dot_f[None, :]), None
 
-    total, _ = jax.lax.scan(add_feature, zeros, _by_feature(x, y, x_dot, y_dot))
+    total, _ = jax.lax.scan(add_feature, _zeros_typed_like(d), _by_feature(x, y, x_dot, y_dot))
     return total
+
+
+def _zeros_typed_like(a: jax.Array) -> jax.Array:
+    """Zeros of a's whole type, computed from a: under jax.vmap over an
+    explicitly sharded axis, jnp.zeros_like(a) is a constant without a's mesh,
+    and a cond or scan that vmap must then split over that axis refuses it
+    ("Resource axis: x ... is not found in mesh: ()"). Zero also where a is
+    inf or NaN."""
+    zeros: jax.Array = jnp.where(jnp.isfinite(a), a, 0) * 0
+    return zeros
+
+
+@jax.custom_batching.custom_vmap
+def _any_in_batch(a: jax.Array) -> jax.Array:
+    """jnp.any(a), over the whole batch under jax.vmap, for a cond's predicate.
+
+    With a predicate per batch element, vmap turns the cond into a select
+    whose operands it wraps in stop_gradient, and inside a JVP rule those are
+    tangents, which JAX then cannot transpose: jax.grad of jax.vmap(op) fails
+    ("Transpose rule ... for 'stop_gradient' not implemented",
+    jax-ml/jax#39219). One predicate for the batch keeps the cond: it runs
+    the exact branch for every element when any has near-duplicates, which
+    is still right (only their pairs take its result), and skips it when none
+    has, as jit does unbatched.
+    """
+    return jnp.any(a)
+
+
+@_any_in_batch.def_vmap
+def _any_in_batch_vmap(
+    axis_size: int, in_batched: list[bool], a: jax.Array
+) -> tuple[jax.Array, bool]:
+    del axis_size, in_batched
+    return _any_in_batch(a), False  # itself again, for nested vmaps
 {% endif -%}
 {% endif -%}

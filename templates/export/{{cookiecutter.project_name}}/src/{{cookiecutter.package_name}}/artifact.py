@@ -288,46 +288,102 @@ def composable_call(exported: export.Exported) -> Callable[..., jax.Array]:
     JAX's own wrapper has no vmap rule (call_exported has no batching rule),
     and its results and cotangents drop the varying mesh axes of their inputs
     inside shard_map (so grad there fails on a cotangent type mismatch, and a
-    wrong out_specs goes unnoticed). Here the artifact's VJP, if it was
-    serialized with one, is called by our own custom_vjp; both calls fold
-    vmap's axis into the symbolic batch dimension and give their results the
-    varying axes of the inputs. First order only (VJP_ORDER is 0 or 1)."""
+    wrong out_specs goes unnoticed). Here the artifact and each VJP it was
+    serialized with are called by our own custom_vjp (_differentiable): every
+    call folds vmap's axis into the symbolic batch dimension and gives its
+    results the varying axes of the inputs. Differentiable as many times as
+    the artifact's vjp_order (VJP_ORDER when save wrote it), and a clear
+    ValueError beyond."""
+    call = _differentiable(exported, order=0)
+    return lambda *args: call(*args)[0]  # the model returns one array
 
-    def primal(*args: jax.Array) -> jax.Array:
-        output: jax.Array = exported.call(*args)  # Exported.call is unannotated
-        return _varying_like(output, args)
 
-    def pullback(*args_and_ct: jax.Array) -> tuple[jax.Array, ...]:
-        args = args_and_ct[:-1]
-        cts = exported.vjp().call(*args_and_ct)
-        # Cotangents of the float inputs only: the others (masks) have none.
-        return tuple(_varying_like(c, [a]) for a, c in zip(args, cts, strict=True) if _inexact(a))
+def _differentiable(exported: export.Exported, order: int) -> Callable[..., tuple[jax.Array, ...]]:
+    """The artifact (order 0) or its order-th VJP, called on its inputs of
+    dtype other than float0, returning its results of dtype other than float0
+    (_called), differentiable by its own VJP if it was serialized with one.
 
-    call = jax.custom_vjp(_folding_vmap_axis_into_batch(primal))
-    vjp = jax.custom_vjp(_folding_vmap_axis_into_batch(pullback))
+    A VJP takes the inputs of the function it differentiates, then one
+    cotangent per result of that function; it returns one cotangent per
+    input of that function, each of its input's type (the order-th VJP's
+    results vary like the inputs they are cotangents of)."""
+    called = _called(exported, cotangents=order > 0)
+    call = jax.custom_vjp(_folding_vmap_axis_into_batch(called))
 
-    def second_order(*_: Any) -> tuple[Any, ...]:
-        raise ValueError(
-            "this artifact cannot be differentiated twice: it was serialized with "
-            "vjp_order=1, and this call serves the first order only"
-        )
-
-    vjp.defvjp(lambda *args_and_ct: (vjp(*args_and_ct), None), second_order)
-
-    def forward(*args: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    def forward(*args: jax.Array) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:
         return call(*args), args
 
-    def backward(args: tuple[jax.Array, ...], ct: jax.Array) -> tuple[jax.Array | None, ...]:
+    def backward(
+        args: tuple[jax.Array, ...], cts: tuple[jax.Array, ...]
+    ) -> tuple[jax.Array | None, ...]:
         if not exported.has_vjp():
-            raise ValueError(
-                "this artifact cannot be differentiated: it was serialized without its "
-                "VJP (vjp_order=0); re-export it with save(..., vjp_order=1)"
-            )
-        float_cts = iter(vjp(*args, ct))
+            raise ValueError(_beyond_the_saved_order(order))
+        # Built when needed, not in advance: a freshly exported (not loaded)
+        # artifact has VJPs of every order.
+        float_cts = iter(_differentiable(exported.vjp(), order + 1)(*args, *cts))
+        # Cotangents of the float inputs only: the others (masks) have none.
         return tuple(next(float_cts) if _inexact(a) else None for a in args)
 
     call.defvjp(forward, backward)
     return call
+
+
+def _beyond_the_saved_order(order: int) -> str:
+    """Why the artifact cannot be differentiated order + 1 times."""
+    if order == 0:
+        return (
+            "this artifact cannot be differentiated: it was serialized without its VJP "
+            "(vjp_order=0); re-export it with save(..., vjp_order=1)"
+        )
+    times = "twice" if order == 1 else f"{order + 1} times"
+    return (
+        f"this artifact cannot be differentiated {times}: it was serialized with "
+        f"vjp_order={order}; re-export it with save(..., vjp_order={order + 1})"
+    )
+
+
+def _called(exported: export.Exported, cotangents: bool) -> Callable[..., tuple[jax.Array, ...]]:
+    """exported.call on the inputs of dtype other than float0, returning the
+    results of dtype other than float0.
+
+    A VJP of the artifact takes a float0 cotangent for each result that has
+    no derivative (the cotangent of a mask), and returns one for each such
+    input: float0 arrays are no values to pass through vmap or shard_map, so
+    they are made here and dropped here."""
+
+    def call(*args: jax.Array) -> tuple[jax.Array, ...]:
+        inputs = _with_float0_inputs(exported, args)
+        results = jax.tree.leaves(exported.call(*inputs))  # Exported.call is unannotated
+        kept = [
+            (i, r)
+            for i, (r, aval) in enumerate(zip(results, exported.out_avals, strict=True))
+            if aval.dtype != jax.dtypes.float0
+        ]
+        if cotangents:  # result i is the cotangent of input i: of its type
+            return tuple(_varying_like(r, [inputs[i]]) for i, r in kept)
+        return tuple(_varying_like(r, args) for _, r in kept)
+
+    return call
+
+
+def _with_float0_inputs(exported: export.Exported, args: Sequence[jax.Array]) -> list[Any]:
+    """args with zeros of dtype float0 where exported takes them. Their
+    shapes are symbolic (b, s): each dimension has the size it has in the
+    other inputs."""
+    avals = exported.in_avals
+    given = [aval for aval in avals if aval.dtype != jax.dtypes.float0]
+    sizes = {
+        dim: size
+        for aval, arg in zip(given, args, strict=True)
+        for dim, size in zip(aval.shape, np.shape(arg), strict=True)
+    }
+    supplied = iter(args)
+    return [
+        np.zeros([sizes[dim] for dim in aval.shape], jax.dtypes.float0)
+        if aval.dtype == jax.dtypes.float0
+        else next(supplied)
+        for aval in avals
+    ]
 
 
 def _inexact(x: jax.Array) -> bool:

@@ -3,10 +3,10 @@
 {%- set op = cookiecutter.op_name %}
 {%- set imports = {
     "reference": "from .reference import " ~ op ~ "_reference",
-    "rowwise": "from .rowwise import BACKWARD, FORWARD, TARGETS, cuda_available",
+    "rowwise": "from .rowwise import BACKWARD, FORWARD, TARGETS, cuda_available, for_export",
     op: "from ." ~ op ~ " import " ~ op,
 } %}
-{%- set names = ["cuda_available", op, op ~ "_reference"] | sort %}
+{%- set names = ["cuda_available", "for_export", op, op ~ "_reference"] | sort %}
 {% for key in imports | sort %}
 {{ imports[key] }}
 {%- endfor %}

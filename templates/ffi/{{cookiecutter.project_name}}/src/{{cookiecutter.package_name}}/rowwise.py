@@ -11,17 +11,20 @@ of their declaration (the attributes' names, whether a row must be whole on
 one device), are csrc/{{ cookiecutter.op_name }}_kernels.h.
 """
 
+import math
 from collections.abc import Callable
-from functools import cache, partial
+from contextvars import ContextVar
+from functools import cache, partial, wraps
 from operator import attrgetter
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.sharding_impls import parse_flatten_op_sharding
 from jax.custom_batching import custom_vmap
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import AbstractMesh, Mesh, NamedSharding
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
 from jax.typing import DTypeLike
 
 try:
@@ -101,9 +104,40 @@ def _attributes(given: dict[str, Any]) -> tuple[tuple[str, np.float64], ...]:
     return tuple((name, np.float64(given[name])) for name in ATTRIBUTES)
 
 
+# Whether the calls go through custom_partitioning (see _partitioned): True,
+# except while a function wrapped by for_export is traced.
+_PARTITIONED: ContextVar[bool] = ContextVar(f"{OP}_partitioned", default=True)
+
+
+def for_export[**A, R](f: Callable[A, R]) -> Callable[A, R]:
+    """f, with the op's handlers called as plain FFI calls while it is traced:
+    export `jax.jit(for_export(f))` where f calls the op on several devices.
+
+    custom_partitioning, which splits the calls across devices, leaves Python
+    callbacks in the lowered program, and jax.export cannot serialize those
+    ("serialization of host_callbacks"). A plain FFI call exports; where the
+    exported program is called on sharded arrays, XLA gathers the operands of
+    each call onto every device (right values, more communication). To keep
+    the rows where they lie, export a jax.shard_map of the op instead: inside
+    shard_map the calls are plain already. A gradient exported with
+    `serialize(vjp_order=1)` is traced after f: export `for_export(jax.grad(...))`
+    as its own function instead.
+    """
+
+    @wraps(f)
+    def traced_for_export(*args: A.args, **kwargs: A.kwargs) -> R:
+        token = _PARTITIONED.set(False)
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _PARTITIONED.reset(token)
+
+    return traced_for_export
+
+
 def forward(x: jax.Array, **attributes: float) -> tuple[jax.Array, jax.Array]:
     """(y, residual) from the forward handler, given the attributes by name."""
-    y, residual = _FORWARD(_attributes(attributes))(x)
+    y, residual = _FORWARD(_attributes(attributes), _PARTITIONED.get())(x)
     return y, residual
 
 
@@ -112,7 +146,7 @@ def backward(
 ) -> jax.Array:
     """dx from the backward handler, given the attributes by name."""
     dx: jax.Array
-    (dx,) = _BACKWARD(_attributes(attributes))(x, residual, cotangent)
+    (dx,) = _BACKWARD(_attributes(attributes), _PARTITIONED.get())(x, residual, cotangent)
     return dx
 
 
@@ -155,6 +189,39 @@ def _layout(x_axes: Axes, spec: Spec, ndim: int, reduced: Axes) -> tuple[Spec, d
 def _spec(axes: Axes, leading: Spec, named: dict[str, Any]) -> jax.P:
     """An array's spec, from its declared axes and x's layout."""
     return jax.P(*(s for a in axes for s in (leading if a == "..." else (named[a],))))
+
+
+# The mesh axes that a shard_map leaves to the partitioner (axis_names=...):
+# each (name, size), in mesh order.
+type FreeAxes = tuple[tuple[str, int], ...]
+
+
+def _free_axes(x: jax.Array) -> FreeAxes:
+    """The free mesh axes where x is traced inside a shard_map that leaves some
+    (none elsewhere: there the partitioner names x's mesh itself)."""
+    mesh = jax.typeof(x).sharding.mesh
+    if not mesh.manual_axes:
+        return ()
+    kinds = zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types, strict=True)
+    return tuple((name, size) for name, size, kind in kinds if kind != AxisType.Manual)
+
+
+def _on_free_axes(sharding: Sharding, ndim: int, free: FreeAxes) -> tuple[Mesh, Spec]:
+    """x's mesh and spec inside a shard_map that leaves the axes `free`.
+
+    There the partitioner hands the callback no mesh: x's sharding is XLA's
+    tiling (a GSPMDSharding) over one group of devices, those the free axes
+    span, numbered within the group. Read over a mesh of the free axes, it is
+    a spec like any other. The mesh's devices are the group's positions: the
+    handler runs on each device's block alone, so which devices they are does
+    not matter. (JAX has no public reader of an XLA tiling: this one is
+    internal, jax._src.)
+    """
+    names, sizes = zip(*free, strict=True)
+    devices = sorted(sharding.device_set, key=attrgetter("id"))[: math.prod(sizes)]
+    mesh = Mesh(np.array(devices).reshape(sizes), names)
+    (spec,) = parse_flatten_op_sharding(sharding._to_xla_hlo_sharding(ndim), mesh)
+    return mesh, tuple(spec)
 
 
 # --- The calls: sharding and batching rules from the declaration ---------------------
@@ -205,18 +272,25 @@ def _partitioned(target: str, axes: str, results: Results) -> Callable[..., Any]
     tells it how: Shardy (JAX's partitioner) propagates shardings through the
     call by the declaration (`axes`, REDUCED replicated), and `partition`
     gives each device the FFI call on its own rows. Under jit with auto or
-    explicit mesh axes alike; inside shard_map the call runs as it is.
+    explicit mesh axes alike, and over the axes a shard_map leaves free;
+    inside a shard_map over every axis the call runs as it is.
     custom_partitioning has no batching rule: custom_vmap adds the one that
     a row-wise op needs (the vmapped axis is one more leading axis).
+    Unpartitioned (for_export), it is the plain FFI call.
     """
     operand_axes, result_axes = _declared(axes)
 
-    @partial(custom_partitioning, static_argnums=(0,))
-    def call(attributes: tuple[tuple[str, Any], ...], *operands: jax.Array) -> Any:
+    def plain(attributes: tuple[tuple[str, Any], ...], *operands: jax.Array) -> Any:
         return _ffi_call(target, axes, results, attributes, operands, typed=True)
+
+    @partial(custom_partitioning, static_argnums=(0, 1))
+    def call(attributes: tuple[tuple[str, Any], ...], free: FreeAxes, *operands: jax.Array) -> Any:
+        del free  # only the partition callback reads it
+        return plain(attributes, *operands)
 
     def partition(
         attributes: tuple[tuple[str, Any], ...],
+        free: FreeAxes,
         mesh: Mesh | AbstractMesh,
         arg_shapes: tuple[jax.ShapeDtypeStruct, ...],
         result_shape: Any,
@@ -225,6 +299,8 @@ def _partitioned(target: str, axes: str, results: Results) -> Callable[..., Any]
         x = arg_shapes[0]
         if isinstance(x.sharding, NamedSharding):
             mesh, spec = x.sharding.mesh, tuple(x.sharding.spec)
+        elif free:  # inside a shard_map, over the axes it leaves free
+            mesh, spec = _on_free_axes(x.sharding, len(x.shape), free)
         else:  # a program that names no mesh: keep every operand whole
             devices = sorted(x.sharding.device_set, key=attrgetter("id"))
             mesh, spec = Mesh(np.array(devices), ("devices",)), ()
@@ -241,10 +317,14 @@ def _partitioned(target: str, axes: str, results: Results) -> Callable[..., Any]
     call.def_partition(partition, sharding_rule=axes, need_replication_factors=REDUCED)
 
     @cache
-    def with_attributes(attributes: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
+    def with_attributes(
+        attributes: tuple[tuple[str, Any], ...], partitioned: bool
+    ) -> Callable[..., Any]:
         @custom_vmap
         def batchable(*operands: jax.Array) -> Any:
-            return call(attributes, *operands)
+            if not partitioned:
+                return plain(attributes, *operands)
+            return call(attributes, _free_axes(operands[0]), *operands)
 
         @batchable.def_vmap
         def rule(axis_size: int, in_batched: list[bool], *operands: jax.Array) -> Any:
@@ -260,6 +340,8 @@ def _partitioned(target: str, axes: str, results: Results) -> Callable[..., Any]
 
         # jit: called eagerly, too, the partitioner splits the call (one
         # compiled program per attribute value and operand type, cached).
+        # `partitioned` picks one of two cached jits: a trace cached with
+        # custom_partitioning must never serve an export.
         return jax.jit(batchable)
 
     return with_attributes
