@@ -70,7 +70,9 @@ def _mesh_and_axes(sharding: Sharding) -> tuple[AnyMesh, AxisNames, AxisNames]:
     """The mesh, and the mesh axes to keep on (batch, items), from the
     operand's sharding. TODO: where your op cannot keep an axis sharded (a
     shard too small, uneven shards that XLA pads), ask for it whole (None)."""
-    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2)
+    # alone: the axes whose shards the per-shard functions compute with no
+    # collective (both, for x * x). TODO: (0,) once yours combine items.
+    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2, alone=(0, 1))
     return mesh, batch_axes, item_axes if SHARD_ITEMS else None
 
 

@@ -12,7 +12,7 @@ raises and what to use instead.
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, {% if cookiecutter.sharded_axes == "batch" %}Collectives, {% endif %}OpSpec, Refuse
 
 # custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
 # mode only (second order included: the forward op has a custom_jvp, the
@@ -50,9 +50,15 @@ SPEC = OpSpec(
         "linearize": FORWARD_MODE,
     },
 {%- if cookiecutter.sharded_axes == "batch" %}
+    # Counted on the cells' mesh of 4 devices: one all-gather in the forward
+    # program, two in the gradient's.
     extra_collectives={
-        "jit-*-n": "the rule asks for whole rows (sharded_axes=batch): the items axis is"
-        " gathered, where the reference needs no collective",
+        "jit-*-n": Collectives(
+            "the rule asks for whole rows (sharded_axes=batch): the items axis is"
+            " gathered, where the reference needs no collective",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 2},
+        ),
     },
 {%- endif %}
 )

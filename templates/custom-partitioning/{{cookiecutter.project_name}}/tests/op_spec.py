@@ -11,7 +11,7 @@ raises and what to use instead.
 
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 from oracle import GRADIENTS, VALUES, top_k_f64
 
 # k is static (it fixes the output shape): the cells call the op at one k.
@@ -25,6 +25,18 @@ FORWARD_MODE = Refuse(
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
     "refused: the op is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
 )
+
+{%- if cookiecutter.sharded_axes == "batch,items" %}
+# Split along n: each shard's k candidates, values and indices, are gathered
+{%- if cookiecutter.normalize == "softmax" %}
+# (two all-gathers), and the normalization sums the whole row (two
+# all-reduces: its maximum and its sum of exponentials).
+CANDIDATES = {"all-gather": 2, "all-reduce": 2}
+{%- else %}
+# (two all-gathers).
+CANDIDATES = {"all-gather": 2}
+{%- endif %}
+{%- endif %}
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
@@ -46,10 +58,29 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
     },
-{%- if cookiecutter.sharded_axes == "batch,items" %}
+    # Split along n, both programs (the gradient recomputes the forward)
+    # gather; under explicit axes JAX refuses the reference's top_k there.
     extra_collectives={
-        "jit-auto-n": "two all-gathers (values, indices) of k candidates per shard,"
-        " where the reference gathers the whole row once",
-    },
+{%- if cookiecutter.sharded_axes == "batch,items" %}
+        "jit-auto-n": Collectives(
+            "two all-gathers (values, indices) of k candidates per shard,"
+            " where the reference gathers the whole row once",
+            forward=CANDIDATES,
+            gradient=CANDIDATES,
+        ),
+        "jit-explicit*-n": Collectives(
+            "two all-gathers (values, indices) of k candidates per shard,"
+            " where JAX refuses the reference's top_k along a split axis",
+            forward=CANDIDATES,
+            gradient=CANDIDATES,
+        ),
+{%- else %}
+        "jit-explicit*-n": Collectives(
+            "the rule asks for whole rows (sharded_axes=batch): one all-gather,"
+            " where JAX refuses the reference's top_k along a split axis",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 1},
+        ),
 {%- endif %}
+    },
 )

@@ -2,6 +2,8 @@
 values, indices, gradients, output sharding, and the compiled programs'
 collectives, which prove the rule is used."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,13 +28,12 @@ SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "Fals
 SOFTMAX = {{ "True" if cookiecutter.normalize == "softmax" else "False" }}  # values are softmax probabilities
 
 
-def make_mesh(shape):
-    # Auto axes: custom_partitioning does not run under Explicit axes, the
-    # default of jax.make_mesh since JAX 0.9.
+def make_mesh(shape, axis_type=AxisType.Auto):
+    # Auto axes by default: custom_partitioning does not run under Explicit
+    # axes, the default of jax.make_mesh since JAX 0.9 (there the op runs its
+    # per-shard functions under shard_map).
     devices = mesh_devices(shape[0] * shape[1])
-    return jax.make_mesh(
-        shape, ("batch", "items"), axis_types=(AxisType.Auto,) * 2, devices=devices
-    )
+    return jax.make_mesh(shape, ("batch", "items"), axis_types=(axis_type,) * 2, devices=devices)
 
 
 def place(rng, mesh, spec, shape=(16, 1024), dtype="float32", ties=False):
@@ -217,7 +218,7 @@ def test_without_the_rule_xla_gathers_the_whole_array(rng, spec):
 
 
 # --- transforms --------------------------------------------------------------------
-# Eager calls, check_grads (order 1) and the refusal of order 2 are cells of
+# Eager calls and check_grads (orders 1 and 2, unsharded) are cells of
 # tests/test_conformance.py; here, what the matrix does not cover.
 
 
@@ -231,6 +232,32 @@ def test_vmap_folds_into_the_rows(rng):
     want_values, want_indices = top_k_f64(xs.reshape(12, 32), 2)
     np.testing.assert_array_equal(indices, want_indices.reshape(3, 4, 2))
     assert_close(values, want_values.reshape(3, 4, 2), VALUES)
+
+
+def second_order(op, x, cotangent, v):
+    """Reverse over reverse: the gradient of <v, the gradient of the loss> with
+    respect to x (a Hessian-vector product) and to the cotangent."""
+
+    def gradient_along_v(x, cotangent):
+        grad = jax.grad(lambda x: jnp.sum(cotangent * op(x, K)[0]))(x)
+        return jnp.sum(v * grad)
+
+    return jax.grad(gradient_along_v, argnums=(0, 1))(x, cotangent)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+def test_second_order_on_explicit_axes(rng, spec):
+    # The second-order rules gather at the winners from an array laid out like
+    # x; under Explicit axes with the items split, JAX must be told how that
+    # gather's result is laid out, or it refuses to trace (ShardingTypeError).
+    mesh = make_mesh((2, 4), AxisType.Explicit)
+    x_host, x = place(rng, mesh, spec, shape=(16, 64))
+    cotangent = rng.standard_normal((16, K)).astype(np.float32)
+    v = rng.standard_normal((16, 64)).astype(np.float32)
+    got = jax.jit(partial(second_order, top_k))(x, cotangent, jax.device_put(v, x.sharding))
+    want = second_order(top_k_reference, *(a.astype(np.float64) for a in (x_host, cotangent, v)))
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, GRADIENTS)
 
 
 def test_sharded_export_is_not_available(rng):

@@ -7,6 +7,7 @@ Machinery: the op's module (src/{{ cookiecutter.package_name }}/{{ cookiecutter.
 of your own uses it as it is.
 """
 
+import math
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.sharding_impls import parse_flatten_op_sharding
 from jax.custom_batching import custom_vmap
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
 
@@ -32,20 +34,40 @@ def explicit(x: jax.Array) -> bool:
     return AxisType.Explicit in jax.typeof(x).sharding.mesh.axis_types
 
 
-def mesh_and_axes(sharding: Sharding, ndim: int) -> tuple[AnyMesh, tuple[AxisNames, ...]]:
+def mesh_and_axes(
+    sharding: Sharding, ndim: int, alone: tuple[int, ...] = ()
+) -> tuple[AnyMesh, tuple[AxisNames, ...]]:
     """The mesh, and the mesh axes each of an operand's ndim axes is sharded
-    over, from its sharding.
+    over, from its sharding. `alone`: the operand's axes whose shards the
+    rule computes alone, with no collective (rows, for a row-wise op).
 
-    A program that names no mesh (a NumPy input under jax.set_mesh, say) gives
-    the partition callback a sharding without axis names: nothing can stay
-    sharded then, so the mesh is its devices on one axis and every axis whole
-    (whole, replicated operands are always right).
+    Where the program names no mesh, the callback gets XLA's own tiling (a
+    GSPMDSharding): inside a shard_map that leaves some mesh axes free
+    (axis_names=...), the operand's split over those, numbered within the
+    group of devices they span; in a program on no mesh at all (NumPy inputs
+    under jax.set_mesh, say), whatever XLA chose. It is read as JAX itself
+    reads one (GSPMDSharding._to_sdy_sharding), over a mesh of the tiling's
+    own axes (the mesh's devices are placeholders: shardings count mesh
+    positions). Only the `alone` axes keep their split: inside a shard_map
+    XLA refuses a collective from a partition callback (its verifier wants
+    replica groups over every device, the manual axes' too), so the others
+    arrive whole, as does every axis of a tiling that no mesh makes (devices
+    out of iota order): whole, replicated operands are always right. (JAX has
+    no public reader of an XLA tiling: this one is internal, jax._src.)
     """
-    if not isinstance(sharding, NamedSharding):
-        devices = sorted(sharding.device_set, key=attrgetter("id"))
+    if isinstance(sharding, NamedSharding):
+        spec = tuple(sharding.spec) + (None,) * ndim
+        return sharding.mesh, spec[:ndim]
+    tiling = sharding._to_xla_hlo_sharding(ndim)
+    devices = sorted(sharding.device_set, key=attrgetter("id"))
+    if not (tiling.is_tiled() and tiling.is_tile_assignment_iota()):
         return Mesh(np.array(devices), ("devices",)), (None,) * ndim
-    spec = tuple(sharding.spec) + (None,) * ndim
-    return sharding.mesh, spec[:ndim]
+    sizes = tuple(tiling.get_axis_sizes())
+    names = tuple(f"tiled_{i}" for i in range(len(sizes)))
+    mesh = Mesh(np.array(devices[: math.prod(sizes)]).reshape(sizes), names)
+    (spec,) = parse_flatten_op_sharding(tiling, mesh)
+    spec = tuple(spec) + (None,) * ndim
+    return mesh, tuple(spec[i] if i in alone else None for i in range(ndim))
 
 
 def mesh_size(mesh: AnyMesh, axes: AxisNames) -> int:

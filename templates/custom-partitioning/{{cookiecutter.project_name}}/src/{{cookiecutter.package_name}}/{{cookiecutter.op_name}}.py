@@ -103,7 +103,8 @@ def _mesh_and_axes(
     and the shards are equal: XLA pads uneven shards, and padding must never
     win a top-k. Otherwise the rule asks for the items axis whole.
     """
-    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2)
+    # Each batch shard computes alone; item shards are merged (collectives).
+    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2, alone=(0,))
     if item_axes is not None:
         shards = mesh_size(mesh, item_axes)
         if not SHARD_ITEMS or shape[1] % shards or shape[1] // shards < k:
@@ -212,6 +213,18 @@ def _fwd(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     return out
 
 
+def _pick(a: jax.Array, indices: jax.Array) -> jax.Array:
+    """Each row's entries of a (rows, items) at the winners' indices (the
+    gather both second-order rules need), laid out like the indices.
+
+    Under Explicit mesh axes the layout must be given: JAX refuses to guess
+    how a gather from an items axis split over the mesh is laid out
+    (ShardingTypeError); the compiler then moves what it needs."""
+    rows = jnp.arange(a.shape[0])[:, None]
+    out_sharding = jax.typeof(indices).sharding if explicit(a) else None
+    return a.at[rows, indices].get(out_sharding=out_sharding)
+
+
 @_fwd.defjvp
 def _fwd_jvp(
     k: int, primals: tuple[jax.Array], tangents: tuple[jax.Array]
@@ -224,7 +237,7 @@ def _fwd_jvp(
     the values, as without softmax.)"""
     (x,), (x_dot,) = primals, tangents
     values, indices, lse = _fwd(x, k)
-    values_dot = jnp.take_along_axis(x_dot, indices, axis=1)
+    values_dot = _pick(x_dot, indices)
     if SOFTMAX:  # values = exp(x[i] - lse): d values = values * (dx[i] - d lse)
         lse_dot = jnp.sum(jnp.exp(x - lse[:, None]) * x_dot, axis=1)
         values_dot = values * (values_dot - lse_dot[:, None])
@@ -352,7 +365,7 @@ def _bwd_bwd(residuals: BwdResiduals, g: jax.Array) -> tuple[Any, ...]:
     """The backward's own VJP, which only second order asks for: the scatter's
     transpose, a gather of g at the winners (and the softmax terms)."""
     x, indices, cotangent, values, lse = residuals
-    g_picked = jnp.take_along_axis(g, indices, axis=1)
+    g_picked = _pick(g, indices)
     if not SOFTMAX:  # grad = scatter(cotangent): linear in it, constant in the rest
         zero = jnp.zeros_like
         return zero(x), None, g_picked, zero(values), zero(lse)

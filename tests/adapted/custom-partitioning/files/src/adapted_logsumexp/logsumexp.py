@@ -50,7 +50,8 @@ def _mesh_and_axes(
     """The mesh axes to keep on (batch, items). Items stay sharded only in
     equal shards: XLA pads uneven ones, and padding would join the max and
     the sum."""
-    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2)
+    # Each batch shard computes alone; item shards are merged (collectives).
+    mesh, (batch_axes, item_axes) = mesh_and_axes(sharding, 2, alone=(0,))
     if item_axes is not None and (not SHARD_ITEMS or shape[1] % mesh_size(mesh, item_axes)):
         item_axes = None
     return mesh, batch_axes, item_axes
