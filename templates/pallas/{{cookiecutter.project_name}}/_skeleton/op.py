@@ -1,5 +1,7 @@
 """The op: the identity y = x * 1 as a Pallas kernel (kernel.py), differentiable
-through a custom VJP.
+through a custom VJP. Second order differentiates the custom VJP's forward
+and backward: there each kernel call has a plain-JAX twin, whose derivative
+JAX takes instead (_kernel_call).
 
 TODO: make this your op: the public function's arguments and input checks
 (check_operands), the kernel call, the custom VJP's forward and backward, the
@@ -118,10 +120,30 @@ def _differentiable(x: jax.Array, bm: int, interpret: kernel.Interpret) -> jax.A
 
 
 def _scale(x: jax.Array, factor: float, bm: int, interpret: kernel.Interpret) -> jax.Array:
-    """The kernel call (TODO: yours), batched per shard (_batches_per_shard)."""
+    """The kernel call (TODO: yours, and its twin: the same maths in plain
+    JAX), batched per shard (_batches_per_shard)."""
     call = partial(kernel.scale, factor=factor, block_m=bm, interpret=interpret)
-    y: jax.Array = _batches_per_shard(call)(x)
+    y: jax.Array = _kernel_call(call, lambda x: x * factor)(x)
     return y
+
+
+def _kernel_call(call: Callable[..., Any], twin: Callable[..., Any]) -> Callable[..., Any]:
+    """call (Pallas kernels, batched per shard), differentiated as its twin.
+
+    First order differentiates the custom VJP above, never a kernel. Second
+    order (jax.hessian, grad of grad) differentiates that VJP's forward and
+    backward, and so each kernel call in them, which JAX cannot: pallas_call
+    has no derivative it can transpose. Here each call keeps the kernel's
+    values and takes its twin's tangent, which XLA computes and JAX can
+    transpose: the op's higher derivatives are its twins', at any order."""
+    kernel_call = jax.custom_jvp(_batches_per_shard(call))
+
+    @kernel_call.defjvp
+    def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+        _, tangent = jax.jvp(twin, primals, tangents)
+        return kernel_call(*primals), tangent
+
+    return kernel_call
 
 
 {% if cookiecutter.backward == "kernel" -%}
@@ -152,9 +174,18 @@ _differentiable.defvjp(_fwd, _bwd)
 
 
 def _per_shard(local: Callable[..., jax.Array], x: jax.Array) -> jax.Array:
-    """Run local on each device's block of x. TODO: your op's specs, and an
-    error for the axes it needs whole (WHOLE_AXES)."""
+    """Run local on each device's block of x; refuse a split axis that
+    WHOLE_AXES says the kernel needs whole (a row it reduces over, say). TODO:
+    your op's specs, if it has other operands."""
     rows, cols = (tuple(jax.typeof(x).sharding.spec) + (None, None))[:2]
+    # x's axes, as SHARDING_RULE names them ("m n, ... -> ...": the first operand's).
+    axes = SHARDING_RULE.split("->")[0].split(",")[0].split()
+    split = [a for a, entry in zip(axes, (rows, cols), strict=True) if entry and a in WHOLE_AXES]
+    if split:
+        raise ValueError(
+            f"axis {split[0]} of x is sharded ({P(rows, cols)}): the kernel needs it whole "
+            "on each device (WHOLE_AXES); jax.sharding.reshard x first"
+        )
     named = {a for entry in (rows, cols) for a in _mesh_axes(entry)}
 
     # check_vma=False: Pallas's generic interpreter (JAX 0.12) replays the

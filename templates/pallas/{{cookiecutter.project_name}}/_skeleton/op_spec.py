@@ -73,11 +73,15 @@ CHECKPOINT_EFFECTS = Refuse(
 INTERPRETS = not kernel.runs_natively()
 SHARDS_INTERPRETED = mesh_devices(4)[0].platform != "gpu"
 INTERPRETED_SHARDED = {
+    # Listed before "shard-map-*" (the first glob that matches wins): "y" stays
+    # automatic there, so the cell runs the custom_partitioning entry point.
+    "shard-map-partial-*": PARTITIONED,
     "shard-map-*": SEVERAL_DEVICES,
     "vmap-sharded-new-axis": SEVERAL_DEVICES,
     "jit-explicit-[mn]": SEVERAL_DEVICES,
     "jit-explicit-set-mesh-[mn]": SEVERAL_DEVICES,
     "jit-explicit-2d-*": SEVERAL_DEVICES,
+    "grad-grad-explicit-*": SEVERAL_DEVICES,
     "jit-auto-*": PARTITIONED,
 }
 {%- elif cookiecutter.backend == "triton" %}

@@ -133,6 +133,30 @@ def test_the_kernel_on_cpu_devices_is_interpreted_whatever_the_host(rng, monkeyp
             partitioned(*placed)
     else:
         assert_close(partitioned(*placed), want, VALUES)
+{%- if cookiecutter.backend == "mosaic_gpu" %}
+
+
+def test_the_platform_is_the_operands_on_a_gpu_host(rng, monkeypatch):
+    """kernel.device_platform on a host whose default platform is the GPU,
+    for arrays committed to a CPU device: what their devices, their mesh or
+    jax.default_device say, not the host. Under jax.jit of arrays on one
+    device, which jit traces once wherever they are, the default device's
+    (device_platform's docstring says what to do there)."""
+    monkeypatch.setattr(kernel, "default_export_platform", lambda: "cuda")
+    cpu = jax.devices("cpu")[0]
+    args = jax.device_put(operands(rng, (8, 128, 128)), cpu)
+
+    def under_jit(*arrays):
+        seen = []
+        jax.jit(lambda *x: seen.append(kernel.device_platform(*x)))(*arrays)
+        return seen[0]
+
+    assert kernel.device_platform(*args) == "cpu"  # eagerly: their devices
+    assert under_jit(*put(mesh(AxisType.Auto, (1, 1)), args, SUPPORTED)) == "cpu"  # their mesh
+    with jax.default_device(cpu):
+        assert under_jit(*args) == "cpu"
+    assert under_jit(*args) == "gpu"
+{%- endif %}
 
 
 @pytest.mark.parametrize(("forced", "passed"), [("reference", "kernel"), ("kernel", "reference")])

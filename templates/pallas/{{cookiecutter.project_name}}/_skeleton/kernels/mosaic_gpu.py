@@ -126,9 +126,19 @@ def device_platform(*operands: jax.Array) -> str:
     are computed on, as far as tracing can tell: the mesh in their types
     (sharded under jit), the context mesh (inside jax.shard_map, under
     jax.set_mesh or jax.sharding.use_abstract_mesh), the devices of concrete
-    arrays (eager calls); else the default device, else this host's default
-    platform. Not the host's choice alone: a host with one GPU runs sharding
-    on a mesh of simulated CPU devices, where a compiled GPU kernel cannot run."""
+    arrays (eager calls); else the default device (jax.default_device, else
+    this host's default platform). Not the host's choice alone: a host with
+    one GPU runs sharding on a mesh of simulated CPU devices, where a compiled
+    GPU kernel cannot run.
+
+    What tracing cannot tell: under jax.jit (or vmap, grad), the type of an
+    operand on one device, not sharded over a mesh, names no device, and
+    jax.jit reuses one trace wherever its inputs are placed. There the
+    platform is the default device's, also for arrays committed to another:
+    for CPU arrays on a GPU host, trace under jax.default_device(cpu device)
+    (part of jit's cache key) or pass interpret=True; else the native kernel
+    is refused when compiled for the CPU ("Only interpret mode is supported
+    on CPU backend")."""
     meshes = [jax.typeof(x).sharding.mesh for x in operands if hasattr(x, "dtype")]
     for mesh in [*meshes, jax.sharding.get_abstract_mesh()]:
         device = getattr(mesh, "abstract_device", None)

@@ -26,6 +26,7 @@ gradient does, ends in an all-reduce over its shards). To run backward kernels p
 too, give each its own custom_partitioning op with its own rule.
 """
 
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.sharding_impls import parse_flatten_op_sharding
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
@@ -123,28 +125,21 @@ def _partition(
     options: Options, mesh: Mesh | AbstractMesh, arg_shapes: Shapes, result_shape: Shapes
 ) -> tuple[Mesh | AbstractMesh, Callable[..., jax.Array], Sharding, tuple[Sharding, ...]]:
     operand_factors, output_factors = _rule()
-    shardings = [shape.sharding for shape in arg_shapes]
+    mesh, specs = _mesh_and_specs(arg_shapes)
     assigned: dict[str, object] = {}  # each factor's mesh axes (a spec entry)
-    if all(isinstance(s, NamedSharding) for s in shardings):
-        mesh = shardings[0].mesh
-        used: set[str] = set()
-        for factors, given in zip(operand_factors, shardings, strict=True):
-            spec = tuple(given.spec) + (None,) * len(factors)
-            for factor, entry in zip(factors, spec, strict=False):
-                if factor in assigned:
-                    continue  # the first operand that names a factor shards it
-                if factor in WHOLE_AXES or set(_mesh_axes(entry)) & used:
-                    # Whole on each device; or on a mesh axis an earlier factor
-                    # took (a's rows and b's columns on a 1-D mesh): a spec
-                    # cannot name it twice, so this factor is gathered.
-                    entry = None
-                assigned[factor] = entry
-                used |= set(_mesh_axes(entry))
-    else:
-        # No mesh named (say, NumPy inputs): whole, replicated operands are
-        # always right.
-        devices = sorted(shardings[0].device_set, key=lambda d: d.id)
-        mesh = Mesh(np.array(devices), ("devices",))
+    used: set[str] = set()
+    for factors, given in zip(operand_factors, specs, strict=True):
+        spec = given + (None,) * len(factors)
+        for factor, entry in zip(factors, spec, strict=False):
+            if factor in assigned:
+                continue  # the first operand that names a factor shards it
+            if factor in WHOLE_AXES or set(_mesh_axes(entry)) & used:
+                # Whole on each device; or on a mesh axis an earlier factor
+                # took (a's rows and b's columns on a 1-D mesh): a spec
+                # cannot name it twice, so this factor is gathered.
+                entry = None
+            assigned[factor] = entry
+            used |= set(_mesh_axes(entry))
 
     def per_shard(*operands: jax.Array) -> jax.Array:
         return run_kernel(*operands, **dict(options))
@@ -154,6 +149,41 @@ def _partition(
 
     operands = tuple(sharding(factors) for factors in operand_factors)
     return mesh, per_shard, sharding(output_factors), operands
+
+
+def _mesh_and_specs(arg_shapes: Shapes) -> tuple[Mesh | AbstractMesh, list[tuple[Any, ...]]]:
+    """The operands' mesh, and each operand's spec over it.
+
+    Where the program names no mesh, the callback gets XLA's own tilings
+    (GSPMDShardings) instead of NamedShardings: inside a shard_map that
+    leaves some mesh axes free (axis_names=...), each operand's split over
+    those, numbered within the group of devices they span; in a program on
+    no mesh at all (NumPy inputs, say), whatever XLA chose. They are read as
+    JAX itself reads one (GSPMDSharding._to_sdy_sharding), over a mesh of the
+    first tiling's own axes (its devices are placeholders: shardings count
+    mesh positions), so that each device keeps its blocks. An operand whose
+    tiling that mesh does not make (another split of the devices, or devices
+    out of iota order) is read as whole: whole operands are always right.
+    (JAX has no public reader of an XLA tiling: this one is internal, jax._src.)
+    """
+    shardings = [shape.sharding for shape in arg_shapes]
+    if all(isinstance(s, NamedSharding) for s in shardings):
+        return shardings[0].mesh, [tuple(s.spec) for s in shardings]
+    devices = sorted(shardings[0].device_set, key=lambda d: d.id)
+    tilings = [s.sharding._to_xla_hlo_sharding(len(s.shape)) for s in arg_shapes]
+    iota = [t for t in tilings if t.is_tiled() and t.is_tile_assignment_iota()]
+    if not iota:
+        return Mesh(np.array(devices), ("devices",)), [()] * len(tilings)
+    sizes = tuple(iota[0].get_axis_sizes())
+    names = tuple(f"tiled_{i}" for i in range(len(sizes)))
+    mesh = Mesh(np.array(devices[: math.prod(sizes)]).reshape(sizes), names)
+
+    def spec(tiling: Any) -> tuple[Any, ...]:
+        if tiling not in iota or tuple(tiling.get_axis_sizes()) != sizes:
+            return ()
+        return tuple(parse_flatten_op_sharding(tiling, mesh)[0])
+
+    return mesh, [spec(t) for t in tilings]
 
 
 _forward = custom_partitioning(_whole, static_argnums=(len(_rule()[0]),))

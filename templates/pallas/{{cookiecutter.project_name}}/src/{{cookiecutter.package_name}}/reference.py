@@ -20,4 +20,21 @@ def {{ cookiecutter.op_name }}_reference(a: jax.Array, b: jax.Array, bias: jax.A
     z = jnp.dot(
         a, b, precision=jax.lax.Precision.HIGHEST, preferred_element_type=accumulator
     ) + bias.astype(accumulator)
-    return jax.nn.gelu(z, approximate=True).astype(a.dtype)
+    return gelu(z).astype(a.dtype)
+
+
+# Past |z| = 8, tanh(u) below is +-1 in float64 as well; clamping there keeps
+# the cube from overflowing (float32 past |z| ~ 2e12), which makes the gradient
+# of jax.nn.gelu(approximate=True) 0 * inf = NaN where the true one is 0 or 1.
+GELU_FLAT = 8.0
+
+
+def gelu(z: jax.Array) -> jax.Array:
+    """GELU, tanh approximation: z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))."""
+    # lax.clamp, not jnp.clip: jnp.clip's gradient (through minimum and
+    # maximum) loses the mesh under vmap of an explicitly split axis on JAX
+    # 0.12 ("Resource axis: x ... is not found in mesh").
+    flat = jnp.asarray(GELU_FLAT, z.dtype)
+    w = jax.lax.clamp(-flat, z, flat)
+    u = jnp.sqrt(2 / jnp.pi).astype(z.dtype) * (w + 0.044715 * w * w * w)
+    return 0.5 * z * (1 + jnp.tanh(u))

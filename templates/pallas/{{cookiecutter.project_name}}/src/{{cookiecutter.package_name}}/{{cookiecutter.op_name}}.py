@@ -11,6 +11,10 @@ matmuls): the right choice until a profile says the backward is your
 bottleneck.
 {%- endif %}
 
+Second order (grad of grad, jax.hessian) differentiates the custom VJP's own
+forward and backward: there each kernel call has a plain-JAX twin, whose
+derivative JAX takes instead (_kernel_call).
+
 Around the kernel, what makes it usable in a model:
 
 - implementation="auto" | "kernel" | "reference" (and the environment
@@ -348,6 +352,29 @@ def _check_all_blocks(
 {%- endif %}
 
 
+def _kernel_call(call: Callable[..., Any], twin: Callable[..., Any]) -> Callable[..., Any]:
+    """call (Pallas kernels, batched per shard as _batches_per_shard says),
+    differentiated as its twin: the same maths in plain JAX.
+
+    First order differentiates the custom VJP below, never a kernel. Second
+    order (jax.hessian, grad of grad) differentiates that VJP's forward and
+    backward, and so each kernel call in them, which JAX cannot: pallas_call
+    has no derivative it can transpose. Here each call keeps the kernel's
+    values and takes its twin's tangent, which XLA computes and JAX can
+    transpose: the op's higher derivatives are the reference's maths, run by
+    XLA, at any order (the twin's tangent differentiates as plain JAX). Worth
+    the twins rather than refusing second order: a Hessian-vector product or a
+    gradient penalty then works on the op as it is, its values still the kernel's."""
+    kernel_call = jax.custom_jvp(_batches_per_shard(call))
+
+    @kernel_call.defjvp
+    def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+        _, tangent = jax.jvp(twin, primals, tangents)
+        return kernel_call(*primals), tangent
+
+    return kernel_call
+
+
 @partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _differentiable(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
@@ -373,8 +400,22 @@ def _fwd(
         return_preactivation=True,
         interpret=interpret,
     )
-    y, z = _batches_per_shard(forward)(a, b, bias)
+    y, z = _kernel_call(forward, _output_and_preactivation)(a, b, bias)
     return y, (a, b, bias, z)
+
+
+def _output_and_preactivation(
+    a: jax.Array, b: jax.Array, bias: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The forward kernel's twin: gelu(z) in a's dtype, and z in float32."""
+    z = _dot(a, b) + bias.astype(jnp.float32)
+    return jax.nn.gelu(z, approximate=True).astype(a.dtype), z
+
+
+def _dot(x: jax.Array, y: jax.Array) -> jax.Array:
+    """x @ y summed in float32, as the kernel sums it, in plain JAX."""
+    highest = jax.lax.Precision.HIGHEST
+    return jnp.dot(x, y, precision=highest, preferred_element_type=jnp.float32)
 
 
 # GELU's tanh form, as jax.nn.gelu(approximate=True) computes it:
@@ -409,8 +450,13 @@ def _bwd(
     dz_in = dz.astype(a.dtype)  # feed the MXU / tensor cores in the input dtype
     sizes = blocks._asdict()
     matmul = partial(kernel.matmul, bias=None, **sizes, activation=None, interpret=interpret)
-    da = _batches_per_shard(partial(matmul, transpose_b=True))(dz_in, b)
-    db = _batches_per_shard(partial(matmul, transpose_a=True))(a, dz_in)
+    # Each product's twin (_kernel_call): the same in plain JAX, in the kernel's dtype.
+    da = _kernel_call(
+        partial(matmul, transpose_b=True), lambda dz, b: _dot(dz, b.T).astype(dz.dtype)
+    )(dz_in, b)
+    db = _kernel_call(
+        partial(matmul, transpose_a=True), lambda a, dz: _dot(a.T, dz).astype(a.dtype)
+    )(a, dz_in)
     return da, db, jnp.sum(dz, axis=0).astype(bias.dtype)
 {%- else -%}
 # The residuals: the operands, for the reference's VJP.
@@ -421,7 +467,7 @@ def _fwd(
     a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
 ) -> tuple[jax.Array, Residuals]:
     forward = partial(kernel.matmul, **blocks._asdict(), activation="gelu", interpret=interpret)
-    y: jax.Array = _batches_per_shard(forward)(a, b, bias)
+    y = _kernel_call(forward, {{ cookiecutter.op_name }}_reference)(a, b, bias)
     return y, (a, b, bias)
 
 
