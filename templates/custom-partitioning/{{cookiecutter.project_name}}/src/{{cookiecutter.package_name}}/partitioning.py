@@ -65,9 +65,9 @@ def mesh_and_axes(
     sizes = tuple(tiling.get_axis_sizes())
     names = tuple(f"tiled_{i}" for i in range(len(sizes)))
     mesh = Mesh(np.array(devices[: math.prod(sizes)]).reshape(sizes), names)
-    (spec,) = parse_flatten_op_sharding(tiling, mesh)
-    spec = tuple(spec) + (None,) * ndim
-    return mesh, tuple(spec[i] if i in alone else None for i in range(ndim))
+    (parsed,) = parse_flatten_op_sharding(tiling, mesh)
+    split = tuple(parsed) + (None,) * ndim
+    return mesh, tuple(split[i] if i in alone else None for i in range(ndim))
 
 
 def mesh_size(mesh: AnyMesh, axes: AxisNames) -> int:
