@@ -38,6 +38,16 @@ if [ ! -x "$VENV/bin/python" ] || ! ok_python "$VENV/bin/python"; then
     "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>/dev/null
 fi
 
+# The kit's tests run on the JAX they were last measured on, the window's
+# newest entry (src/jax_ladder/versions.py, JAX_TESTED), in .venv and in every
+# environment the tests make: a newer JAX of the window (0.12.1 on 2026-12-06)
+# is tried by the jax-next workflow first, then the window moves. A ceiling,
+# not a pin, so the window's older JAX still installs where a test asks for it.
+JAX_TESTED="$(sed -n 's/^JAX_WINDOW = (.*"\([0-9.]*\)")$/\1/p' "$ROOT/src/jax_ladder/versions.py")"
+mkdir -p "$ROOT/.cache"
+printf 'jax<=%s\njaxlib<=%s\n' "$JAX_TESTED" "$JAX_TESTED" >"$ROOT/.cache/jax-tested.txt"
+export PIP_CONSTRAINT="$ROOT/.cache/jax-tested.txt"
+
 # Reinstall the kit on every run (a few seconds) so tests always see this
 # checkout, installed the way users get it: templates inside the package.
 echo "==> installing jax-ladder from $ROOT into $VENV"
