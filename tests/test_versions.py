@@ -24,7 +24,16 @@ STATED_RANGE = re.compile(
     r"|(>=\s*\d[\w.]*\s*,\s*<\s*\d[\w.]*)"
 )
 STATED_TESTED = re.compile(r"tested on (?:jax/jaxlib |jax |jaxlib )?(\d+(?:\.\d+)+)")
-SKIPPED_DIRS = {".git", ".venv", ".cache", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache"}
+SKIPPED_DIRS = {
+    ".git",
+    ".venv",
+    ".cache",
+    "build",
+    "dist",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+}
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".sh", ".yml", ".yaml", ".json", ".cfg", ".txt"}
 
 
