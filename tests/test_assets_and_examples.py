@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, oldest_jax_path
 
 from jax_ladder.rungs import LADDER, assets_dir
 from jax_ladder.runner import build_project
@@ -63,6 +63,24 @@ def test_assets_ship_inside_the_installed_package():
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_passes_its_tests(example):
     result = run("-m", "pytest", "-q", "-p", "no:cacheprovider", example)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert " passed" in result.stdout
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_passes_its_tests_on_the_oldest_jax(example):
+    """The examples stay inside the JAX window: a user on Python 3.11 gets
+    JAX 0.10.x (no newer JAX has wheels for it), so each example's tests also
+    run under the window's oldest JAX (jax and jaxlib first on PYTHONPATH)."""
+    path = os.pathsep.join([str(oldest_jax_path()), os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert " passed" in result.stdout
 

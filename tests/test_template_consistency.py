@@ -20,6 +20,8 @@ IDENTICAL = [
     f"{P}/.github/workflows/ci.yml",
     f"{P}/.gitignore",
     f"{P}/tests/conftest.py",
+    # The devices a sharding test's mesh runs on (benchmarks import it too).
+    f"{P}/tests/devices.py",
     # The comparison with the float64 oracles, in ulps; each project states its
     # tolerances next to its oracle (tests/oracle.py).
     f"{P}/tests/compare.py",
@@ -100,9 +102,6 @@ SHARED_DEFINITIONS = {
     "hooks/post_gen_project.py": ("keep_accelerator_workflow",),
 }
 
-# Definitions in only some templates (those with sharding tests): identical
-# wherever present.
-SHARED_WHERE_PRESENT = {f"{P}/tests/conftest.py": ("mesh_devices",)}
 # (template, file) that is a copy of another template's file under another
 # name: internals' post-generation hook installs its compiled-wheel cd.yml for
 # lowering=ffi, which must stay ffi's.
@@ -163,20 +162,6 @@ def test_shared_definitions_are_identical(relative, name):
         template: definition_source((path / relative).read_text(), name)
         for template, path in TEMPLATES.items()
     }
-    assert len(set(sources.values())) == 1, sorted(sources)
-
-
-@pytest.mark.parametrize(
-    ("relative", "name"),
-    [(relative, name) for relative, names in SHARED_WHERE_PRESENT.items() for name in names],
-)
-def test_definitions_shared_by_some_templates_are_identical_where_present(relative, name):
-    sources = {
-        template: definition_source(text, name)
-        for template, path in TEMPLATES.items()
-        if (text := (path / relative).read_text()).count(f"def {name}(")
-    }
-    assert len(sources) >= 2, f"{name} is in {sorted(sources)} only: not shared"
     assert len(set(sources.values())) == 1, sorted(sources)
 
 

@@ -31,8 +31,9 @@ SHAPE = (16, 512)  # 16 rows split 8 ways, 512 positions split 8 ways: 64 per bl
 
 def make_mesh(shape):
     # Auto axes: custom_partitioning does not run under Explicit axes, which jax.make_mesh
-    # uses by default.
-    devices = jax.devices()[: shape[0] * shape[1]]
+    # uses by default. The simulated CPU devices (conftest.py), also on a host whose default
+    # backend is an accelerator: jax.devices() is that accelerator's, often fewer than 8.
+    devices = jax.devices("cpu")[: shape[0] * shape[1]]
     return jax.make_mesh(shape, ("rows", "seq"), axis_types=(AxisType.Auto,) * 2, devices=devices)
 
 
@@ -325,3 +326,22 @@ def test_single_device_export_works(rng):
 def test_bad_input_raises_clear_error(fn, x, error, message):
     with pytest.raises(error, match=message):
         fn(x)
+
+
+# --- the host ----------------------------------------------------------------------------------
+
+
+def test_meshes_and_oracles_use_the_cpu_devices_on_a_one_accelerator_host(monkeypatch, rng):
+    """On a host with one accelerator (a TPU v5e chip, say) jax.devices() has one device: the
+    meshes must still be the 8 simulated CPU devices, and unsharded calls run on the CPU device
+    (conftest.py), not on the accelerator's emulated float64."""
+    cpu = jax.devices("cpu")
+    real_devices = jax.devices
+
+    def one_accelerator(backend=None):
+        return real_devices(backend) if backend is not None else real_devices("cpu")[:1]
+
+    monkeypatch.setattr(jax, "devices", one_accelerator)
+    mesh = make_mesh((2, 4))
+    assert list(mesh.devices.flat) == cpu[:8]
+    assert jnp.zeros((), jnp.float64).devices() == {cpu[0]}

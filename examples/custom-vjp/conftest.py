@@ -3,6 +3,12 @@
 The tests compare float32 with float64, so float64 must be enabled before any test builds an
 array. Every array in the tests gets an explicit dtype, so this does not change what the
 float32 tests compute.
+
+The tests run on the CPU device whatever the host (the default device below). They check the
+math of the implicit gradient, not an accelerator's arithmetic: float64 on a TPU is emulated
+(not IEEE, results hundreds of float64 ulps off), float32 matmuls there default to one bfloat16
+pass, and the second-order `check_grads` of an eager fixed-point solve, thousands of small
+dispatches, took minutes there. bench.py is what times the default device.
 """
 
 import jax
@@ -12,6 +18,7 @@ import pytest
 from deq import init_params
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_default_device", "cpu")
 
 
 @pytest.fixture

@@ -214,3 +214,12 @@ def test_reverse_mode_memory_grows_with_iterations_only_when_unrolled():
     # than one iterate of slack for incidental layout changes).
     assert abs(implicit[long] - implicit[short]) < iterate_bytes, implicit
     assert implicit[long] < unrolled[short], (implicit, unrolled)
+
+
+def test_the_tests_run_on_the_cpu_device_whatever_the_host():
+    """conftest.py makes the CPU the default device, so that on a host whose default backend is
+    an accelerator (a TPU: emulated float64, bfloat16-pass float32 matmuls) these tests still
+    check the math at the tolerances they declare."""
+    default = jax.config.jax_default_device
+    assert getattr(default, "platform", default) == "cpu"
+    assert jnp.zeros((), jnp.float64).devices() == {jax.devices("cpu")[0]}

@@ -238,3 +238,12 @@ def test_pin_jax_experimental_sparse_csr_matvec_has_no_batching_rule(rng):
         jax.vmap(lambda v: sparse.csr_matvec(theirs, v))(np.ones((3, 4), F32))
     ours = csr_from_dense(d)
     assert_close(jax.vmap(ours.__matmul__)(np.ones((3, 4), F32)), (d @ np.ones((4, 3))).T, F32)
+
+
+def test_the_tests_run_on_the_cpu_device_whatever_the_host():
+    """conftest.py makes the CPU the default device, so that on a host whose default backend is
+    an accelerator (a TPU: emulated float64, bfloat16-pass float32 matmuls) these tests still
+    check the math at the tolerances they declare."""
+    default = jax.config.jax_default_device
+    assert getattr(default, "platform", default) == "cpu"
+    assert jnp.zeros((), jnp.float64).devices() == {jax.devices("cpu")[0]}

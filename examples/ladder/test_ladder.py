@@ -306,7 +306,9 @@ def test_the_exported_artifact_serves_the_cpu_too(monkeypatch, rng):
     monkeypatch.setattr(jax.export, "default_export_platform", lambda: "cuda")
     artifact = jax.export.deserialize(exported.export_bytes(8))
     assert artifact.platforms == ("cuda", "cpu")
-    x, w, _ = case(rng, rows=4, d=8)
+    # On the CPU device explicitly: the default device may be a TPU's, not exported for.
+    on_cpu = jax.devices("cpu")[0]
+    x, w = (jax.device_put(a, on_cpu) for a in case(rng, rows=4, d=8)[:2])
     oracle.assert_close(artifact.call(x, w), oracle.rms_norm(x, w))
 
 

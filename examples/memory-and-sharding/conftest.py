@@ -4,6 +4,13 @@
 here: pytest imports conftest.py before the test modules, and nothing before it touches a
 device. (XLA_FLAGS=--xla_force_host_platform_device_count=8 does the same.) float64 is for the
 float64 cases; every array the tests build has an explicit dtype.
+
+The tests run on those CPU devices whatever the host: the meshes are built from
+`jax.devices("cpu")` (test_wave2d.make_mesh), and the CPU is the default device, so the
+single-device reference runs there too. A host with one accelerator has no 8-device mesh, and
+float64 on a TPU is emulated (not IEEE): the tests check the halo exchange's math and the
+compiled program's collectives, which the simulated devices show, not the accelerator's
+arithmetic. bench.py is what uses an accelerator's devices when it has eight.
 """
 
 import zlib
@@ -15,6 +22,7 @@ from reference import WORST
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_default_device", "cpu")
 
 
 @pytest.fixture

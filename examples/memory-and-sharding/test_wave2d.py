@@ -10,12 +10,22 @@ import pytest
 from hlo import collectives
 from jax.sharding import AxisType, NamedSharding
 from reference import assert_close, simulate_numpy, simulate_reference, standing_wave
-from wave2d import SPEC, _simulate, courant_squared, make_mesh, place, simulate, start_at_rest
+from wave2d import SPEC, _simulate, courant_squared, place, simulate, start_at_rest
+from wave2d import make_mesh as make_mesh_of
 
 # (px, py): 8 devices split every way, and one device.
 MESH_SHAPES = [(8, 1), (1, 8), (4, 2), (2, 4), (1, 1)]
 N, M = 64, 96  # 8, 16, 32 or 64 rows and 12, 24, 48 or 96 columns per block
 STEPS = 150  # the pulse crosses blocks and reflects off the boundary
+
+
+def make_mesh(shape, axis_types=None):
+    """A mesh of the simulated CPU devices (conftest.py), also on a host whose default backend
+    is an accelerator: jax.devices() is that accelerator's, often fewer than 8."""
+    devices = jax.devices("cpu")[: int(np.prod(shape))]
+    if axis_types is None:
+        return make_mesh_of(shape, devices)
+    return jax.make_mesh(shape, ("x", "y"), axis_types=axis_types, devices=devices)
 
 
 def layered_medium(n=N, m=M):
@@ -73,7 +83,7 @@ def test_standing_wave_closed_form():
 def test_auto_axes_mesh_gives_the_same_result(rng):
     u_prev, u, c2 = initial_state(rng, np.float32)
     explicit = simulate(u_prev, u, c2, 20, make_mesh((2, 4)))
-    auto = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    auto = make_mesh((2, 4), axis_types=(AxisType.Auto,) * 2)
     np.testing.assert_array_equal(simulate(u_prev, u, c2, 20, auto)[1], explicit[1])
 
 
@@ -182,7 +192,7 @@ def test_pin_xla_partitions_the_plain_step_with_more_communication(rng):
     on JAX 0.12, exchanges more: eight collective-permutes per step, some of them two or three
     rows or columns wide, where the shard_map version has four of one. If this fails because
     XLA now does as well, the README's comparison needs updating, not the code."""
-    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    mesh = make_mesh((2, 4), axis_types=(AxisType.Auto,) * 2)
     sharding = NamedSharding(mesh, SPEC)
     auto = jax.jit(
         simulate_reference,
@@ -233,3 +243,22 @@ def test_courant_squared_refuses_an_unstable_step():
 def test_bad_input_raises_clear_error(args, error, message):
     with pytest.raises(error, match=message):
         simulate(*args, make_mesh((4, 2)))
+
+
+# --- the host ----------------------------------------------------------------------------------
+
+
+def test_meshes_and_reference_use_the_cpu_devices_on_a_one_accelerator_host(monkeypatch):
+    """On a host with one accelerator (a TPU v5e chip, say) jax.devices() has one device: the
+    meshes must still be the 8 simulated CPU devices, and the single-device reference runs on
+    the CPU device (conftest.py), not on the accelerator's emulated float64."""
+    cpu = jax.devices("cpu")
+    real_devices = jax.devices
+
+    def one_accelerator(backend=None):
+        return real_devices(backend) if backend is not None else real_devices("cpu")[:1]
+
+    monkeypatch.setattr(jax, "devices", one_accelerator)
+    for axis_types in (None, (AxisType.Auto,) * 2):
+        assert list(make_mesh((2, 4), axis_types).devices.flat) == cpu[:8]
+    assert jnp.zeros((), jnp.float64).devices() == {cpu[0]}

@@ -185,9 +185,29 @@ def _when_needed(cfg, q_block, k_block, body):
         body()
 
 
+# dot_general dimension numbers: a @ b, a @ b^T, a^T @ b (without materialising a transpose).
+_NN = (((1,), (0,)), ((), ()))
+_NT = (((1,), (1,)), ((), ()))
+_TN = (((0,), (0,)), ((), ()))
+
+
+def _dot(a, b, dimension_numbers):
+    """A matmul on the MXU, accumulated in float32, at the precision of the operands' dtype.
+
+    float32 operands ask for HIGHEST: at the default precision a TPU multiplies float32 in one
+    bfloat16 pass (on a TPU v5e, float32 attention at the default precision came out a few
+    1e-3 of its scale off float64): bfloat16 accuracy for float32 inputs. bfloat16 operands
+    need one pass: DEFAULT.
+    """
+    precision = lax.Precision.HIGHEST if a.dtype == jnp.float32 else lax.Precision.DEFAULT
+    return lax.dot_general(
+        a, b, dimension_numbers, precision=precision, preferred_element_type=jnp.float32
+    )
+
+
 def _scores(cfg, q, k):
     """s = q k^T * scale in float32 (bf16 inputs go to the MXU as bf16, accumulate in f32)."""
-    s = lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+    s = _dot(q, k, _NT)
     return s * cfg.scale
 
 
@@ -224,7 +244,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, o_ref, lse_ref, m_scr, l_scr, acc_scr, 
         p = jnp.exp(s - m_new)
         l_scr[...] = alpha * l_scr[...] + jnp.sum(p, axis=1, keepdims=True)
         v = v_ref[...]
-        pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+        pv = _dot(p.astype(v.dtype), v, _NN)
         acc_scr[...] = alpha * acc_scr[...] + pv
         m_scr[...] = m_new
 
@@ -321,15 +341,10 @@ def _dkdv_kernel(
     def _step():
         q, k, v, do = q_ref[...], k_ref[...], v_ref[...], do_ref[...]
         p = _probabilities(cfg, q, k, lse_ref[...], q_block, k_block)  # (bq, bk)
-        contract_rows = (((0,), (0,)), ((), ()))  # p^T @ x without materialising p^T
-        dv_scr[...] += lax.dot_general(
-            p.astype(do.dtype), do, contract_rows, preferred_element_type=jnp.float32
-        )
-        dp = lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+        dv_scr[...] += _dot(p.astype(do.dtype), do, _TN)  # p^T @ dO
+        dp = _dot(do, v, _NT)
         ds = p * (dp - delta_ref[...])
-        dk_scr[...] += cfg.scale * lax.dot_general(
-            ds.astype(q.dtype), q, contract_rows, preferred_element_type=jnp.float32
-        )
+        dk_scr[...] += cfg.scale * _dot(ds.astype(q.dtype), q, _TN)
 
     if cfg.causal:
         pl.when(q_block >= _first_q_block_needed(cfg, k_block))(_step)
@@ -352,11 +367,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, dq_scr, 
     def _step():
         q, k, v, do = q_ref[...], k_ref[...], v_ref[...], do_ref[...]
         p = _probabilities(cfg, q, k, lse_ref[...], q_block, k_block)
-        dp = lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+        dp = _dot(do, v, _NT)
         ds = p * (dp - delta_ref[...])
-        dq_scr[...] += cfg.scale * jnp.dot(
-            ds.astype(k.dtype), k, preferred_element_type=jnp.float32
-        )
+        dq_scr[...] += cfg.scale * _dot(ds.astype(k.dtype), k, _NN)
 
     _when_needed(cfg, q_block, k_block, _step)
 
@@ -455,8 +468,18 @@ def attention_with_plan(q, k, v, plan, *, causal, scale, interpret, dimension_se
 
 
 def default_interpret():
-    """Compile for TPU on a TPU; anywhere else run the kernels in Pallas interpret mode."""
-    return jax.default_backend() != "tpu"
+    """Compile for TPU where the call runs on a TPU; anywhere else run the kernels in Pallas
+    interpret mode.
+
+    "Where the call runs" is the default device: `jax.default_device(...)` (or the
+    `jax_default_device` setting) if set, else the default backend's. So on a TPU host, under
+    `with jax.default_device(jax.devices("cpu")[0])`, the kernels are interpreted on the CPU
+    (a compiled Mosaic kernel cannot run there). Inputs committed to another device than the
+    default one need an explicit `interpret=`.
+    """
+    device = jax.config.jax_default_device  # None, a Device or a platform name
+    platform = jax.default_backend() if device is None else getattr(device, "platform", device)
+    return platform != "tpu"
 
 
 def flash_attention(q, k, v, *, causal=False, scale=None, block_q=128, block_k=128, interpret=None):
@@ -468,9 +491,10 @@ def flash_attention(q, k, v, *, causal=False, scale=None, block_q=128, block_k=1
       scale: defaults to 1 / sqrt(D).
       block_q, block_k: rows of q and of k/v per kernel block; multiples of 8 (TPU tiling),
         shrunk to the sequence length when larger. Checked up front (ValueError).
-      interpret: None (default: interpret mode unless running on TPU), False (compile with
-        Mosaic for TPU), True (Pallas HLO interpreter) or a `pltpu.InterpretParams` (TPU
-        interpreter: simulated VMEM/DMA, race detection, NaN-poisoned uninitialised memory).
+      interpret: None (default: interpret mode unless the default device is a TPU), False
+        (compile with Mosaic for TPU), True (Pallas HLO interpreter) or a
+        `pltpu.InterpretParams` (TPU interpreter: simulated VMEM/DMA, race detection,
+        NaN-poisoned uninitialised memory).
 
     Returns (..., Lq, D) in q's dtype. Differentiable (reverse mode) in q, k and v.
     """

@@ -11,6 +11,9 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.lax import Precision
+
+HIGHEST = Precision.HIGHEST
 
 __all__ = ["attention_reference", "numpy_attention", "numpy_attention_grads"]
 
@@ -24,12 +27,14 @@ def attention_reference(q, k, v, *, causal=False, scale=None):
     (or float64 for float64 inputs) and returns q's dtype."""
     compute = jnp.promote_types(q.dtype, jnp.float32)
     qf, kf, vf = (x.astype(compute) for x in (q, k, v))
-    s = jnp.einsum("...qd,...kd->...qk", qf, kf) * _scale(q.shape[-1], scale)
+    # HIGHEST: float32 matmuls in float32 also on a TPU, whose default is one bfloat16 pass.
+    # (Autodiff keeps the precision in the gradient's matmuls.)
+    s = jnp.einsum("...qd,...kd->...qk", qf, kf, precision=HIGHEST) * _scale(q.shape[-1], scale)
     if causal:
         lq, lk = s.shape[-2:]
         s = jnp.where(jnp.tril(jnp.ones((lq, lk), bool)), s, -jnp.inf)
     p = jax.nn.softmax(s, axis=-1)
-    return jnp.einsum("...qk,...kd->...qd", p, vf).astype(q.dtype)
+    return jnp.einsum("...qk,...kd->...qd", p, vf, precision=HIGHEST).astype(q.dtype)
 
 
 def _probabilities64(q, k, causal, scale):

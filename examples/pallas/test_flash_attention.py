@@ -5,6 +5,7 @@ accumulator init/finalize), and are lowered for TPU without running (block-shape
 Mosaic lowering of every op). Tests that need a real TPU skip themselves elsewhere.
 """
 
+import dataclasses
 import functools
 
 import jax
@@ -23,11 +24,18 @@ from jax.experimental.pallas import tpu as pltpu
 from reference import attention_reference, numpy_attention, numpy_attention_grads
 
 ON_TPU = jax.devices()[0].platform == "tpu"
-requires_tpu = pytest.mark.skipif(
-    not ON_TPU,
-    reason=f"needs a real TPU to run the compiled Mosaic kernels (have "
-    f"{jax.devices()[0].platform}); interpret mode and TPU lowering are tested instead",
-)
+
+
+def requires_tpu(test):
+    """On the default device, a TPU (conftest.py runs the other tests on the CPU device); skipped
+    without one."""
+    skip = pytest.mark.skipif(
+        not ON_TPU,
+        reason=f"needs a real TPU to run the compiled Mosaic kernels (have "
+        f"{jax.devices()[0].platform}); interpret mode and TPU lowering are tested instead",
+    )
+    return pytest.mark.on_tpu(skip(test))
+
 
 # Error bound relative to max |expected| (per output: out, dq, dk, dv). float32: the kernels
 # and the reference both accumulate in float32. bfloat16: the kernels round p and dS to
@@ -142,15 +150,18 @@ def tpu_interpret_params(on_race):
     """TPU interpreter settings for the strict tests: two simulated cores (the "parallel" grid
     axes are split between them, visited in a seeded random order), the race detector on,
     every uninitialised buffer (VMEM scratch, output blocks) filled with NaN, and out-of-bounds
-    block reads raising."""
-    return pltpu.InterpretParams(
-        detect_races=True,
-        on_race=on_race,
-        uninitialized_memory="nan",
-        out_of_bounds_reads="raise",
-        num_cores_or_threads=2,
-        random_seed=7,
-    )
+    block reads raising. `on_race` ("raise" or "warn") where this JAX has the setting (0.12
+    has, 0.10 has not and only records races: `races_found_and_reset` reads them either way)."""
+    settings = {
+        "detect_races": True,
+        "uninitialized_memory": "nan",
+        "out_of_bounds_reads": "raise",
+        "num_cores_or_threads": 2,
+        "random_seed": 7,
+    }
+    if "on_race" in {field.name for field in dataclasses.fields(pltpu.InterpretParams)}:
+        settings["on_race"] = on_race
+    return pltpu.InterpretParams(**settings)
 
 
 def races_found_and_reset():
@@ -305,6 +316,13 @@ def test_input_validation(make_inputs):
 # --- real TPU ----------------------------------------------------------------------------------
 
 
+# Error bound relative to max |expected| of the compiled kernels on a TPU against float64
+# NumPy. Both passed on a TPU v5e (JAX 0.10.2, 2026-12-06) when the kernels' float32 matmuls
+# ran at the default precision (one bfloat16 pass); they now ask for HIGHEST (flash_attention
+# ._dot), so float32's bound is loose until it is measured again.
+COMPILED_ON_TPU_TOL = {jnp.float32: 1e-2, jnp.bfloat16: 3e-2}
+
+
 @requires_tpu
 def test_default_is_compiled_on_tpu():
     assert default_interpret() is False
@@ -315,12 +333,25 @@ def test_default_is_compiled_on_tpu():
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_compiled_kernels_on_tpu_match_float64(make_inputs, causal, dtype):
     """The Mosaic-compiled kernels on a TPU, at a size with several 128/256 blocks and a ragged
-    tail, against the float64 oracle. The tolerance also covers f32 matmuls done in bf16
-    passes (Mosaic's default precision for f32 is the compiler's choice)."""
+    tail, against the float64 oracle, at COMPILED_ON_TPU_TOL."""
     q, k, v, do = make_inputs(1000, 1000, 128, dtype, lead=(2, 2))
     out, grads = flash(q, k, v, do, causal=causal, block_q=256, block_k=128, interpret=False)
-    rel = {jnp.float32: 1e-2, jnp.bfloat16: 3e-2}[dtype]
+    rel = COMPILED_ON_TPU_TOL[dtype]
     assert_close_scaled(out, numpy_attention(q, k, v, causal=causal), rel, "out")
     exact = numpy_attention_grads(q, k, v, do, causal=causal)
     for name, g, g64 in zip(("dq", "dk", "dv"), grads, exact, strict=True):
         assert_close_scaled(g, g64, rel, name)
+
+
+# --- the host ----------------------------------------------------------------------------------
+
+
+def test_interpret_mode_on_the_cpu_device_of_a_tpu_host(monkeypatch):
+    """A TPU host, simulated: with the CPU as the default device (conftest.py), the kernels
+    are interpreted, since a compiled Mosaic kernel cannot run on CPU devices; on the TPU
+    itself they compile."""
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert jax.config.jax_default_device == jax.devices("cpu")[0]
+    assert default_interpret() is True
+    with jax.default_device(None):
+        assert default_interpret() is False

@@ -14,7 +14,7 @@ import pytest
 from jax import export, lax
 
 import support_table
-from compare import WORST, Ulps, assert_close
+from compare import PLATFORM_BITS, PLATFORM_WORST, WORST, Ulps, assert_close, platform_scale
 from conformance import (
     Arg,
     Collectives,
@@ -27,6 +27,7 @@ from conformance import (
     run_cell,
     unknown_refusals,
 )
+from devices import cpu_subprocess_env
 from op_spec import SPEC
 
 
@@ -93,9 +94,11 @@ EXACT = Ulps(at_value=4.0)
 @pytest.fixture
 def unrecorded():
     """The planted faults' errors stay out of the run's worst-error record."""
-    seen = dict(WORST)
+    seen, seen_on_platforms = dict(WORST), dict(PLATFORM_WORST)
     yield
     WORST.update(seen)
+    PLATFORM_WORST.clear()
+    PLATFORM_WORST.update(seen_on_platforms)
 
 
 @pytest.mark.parametrize(
@@ -105,6 +108,22 @@ def test_a_non_finite_value_must_be_the_oracles_exactly(unrecorded, got, want):
     with pytest.raises(AssertionError, match=r"at index \(1,\).*non-finite"):
         assert_close(np.float32([1.0, got]), np.array([1.0, want]), EXACT)
     assert_close(np.float32([np.nan, np.inf, -np.inf]), np.array([np.nan, np.inf, -np.inf]), EXACT)
+
+
+@pytest.mark.parametrize(("platform", "dtype"), sorted(PLATFORM_BITS))
+def test_a_platforms_declared_arithmetic_widens_its_results_tolerance_only(
+    unrecorded, platform, dtype
+):
+    """A result computed on a platform of compare.PLATFORM_BITS (a TPU's
+    emulated float64) may be off by that many more ulps; the same error in a
+    result computed on the CPU fails."""
+    want = np.array([1.0, 3.0])
+    ulps = EXACT.at_value * platform_scale(dtype, platform) / 2
+    got = (want + ulps * np.finfo(dtype).eps * np.array([1.0, 2.0])).astype(dtype)
+    assert_close(got, want, EXACT, platform=platform)
+    assert PLATFORM_WORST[f"{platform}/{dtype}"][0] > 1.0  # beyond IEEE's tolerance
+    with pytest.raises(AssertionError, match=rf"ulps of {dtype} off at index"):
+        assert_close(got, want, EXACT, platform="cpu")
 
 
 def unary(op, reference, axes=("n",), sizes=None):
@@ -155,7 +174,8 @@ def test_a_failure_names_its_cell_check_element_inputs_and_tolerance(
     index = ", ".join(["2", "1"][: len(outputs)]) + ("," if len(outputs) == 1 else "")
     pattern = (
         rf"\[jit\] jit, output 0: \S+ ulps of float32 off at index \({index}\) \({inputs}\), "
-        r"beyond the tolerance \(Ulps\(at_value=4\.0, at_scale=0\.0\)\): got \S+, want \S+"
+        r"beyond the tolerance \(Ulps\(at_value=4\.0, at_scale=0\.0\)"
+        r"(, \S+x on \w+ \(PLATFORM_BITS\))?\): got \S+, want \S+"
     )
     assert re.fullmatch(pattern, line), line
 
@@ -220,7 +240,7 @@ def test_readme_support_table_is_current():
             cwd=support_table.TESTS,
             # This process's own import path, absolute: a relative PYTHONPATH
             # (PYTHONPATH=src) would not resolve from tests/.
-            env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(sys.path)},
+            env=cpu_subprocess_env(PYTHONPATH=os.pathsep.join(sys.path)),
             capture_output=True,
             text=True,
             check=True,

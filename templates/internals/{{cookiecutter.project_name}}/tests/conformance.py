@@ -83,7 +83,7 @@ from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
 from compare import WORST, Ulps, assert_close, at_platform, platform_of
-from conftest import mesh_devices
+from devices import mesh_devices
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 MESHES = {"1d": ((4,), ("x",)), "2d": ((2, 2), ("x", "y"))}  # the op's axis goes on "x"

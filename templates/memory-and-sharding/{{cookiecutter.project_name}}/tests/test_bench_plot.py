@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import plot  # noqa: E402  (benchmarks/plot.py; matplotlib comes with the test extra)
 
+from devices import cpu_subprocess_env  # noqa: E402
+
 # How a project refuses an option the installed JAX cannot run (api=hijax on
 # JAX 0.10, say): its error says "needs JAX <version>". Then there is no
 # benchmark to draw here, which is a skip, not a failure.
@@ -30,9 +32,13 @@ def check(panels):
 
 
 def test_the_quick_benchmark_draws_its_plot(tmp_path):
+    # The drawing is checked here, not the speed: on the CPU, since this run
+    # may hold the accelerator (a TPU admits one program at a time).
     svg = tmp_path / "benchmark.svg"
     command = [sys.executable, "benchmarks/bench.py", "--quick", "--plot", str(svg)]
-    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        command, cwd=ROOT, env=cpu_subprocess_env(), capture_output=True, text=True, timeout=600
+    )
     if run.returncode != 0 and REFUSAL in run.stderr:
         pytest.skip(next(line for line in run.stderr.splitlines() if REFUSAL in line))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -9,36 +9,14 @@ import numpy as np
 import pytest
 from packaging.requirements import Requirement  # packaging: a dependency of pytest
 
-from compare import WORST
+from compare import PLATFORM_WORST, WORST
+from devices import SIMULATED_MESHES
 
 # Eight simulated CPU devices for the sharding tests. This must run before JAX
 # starts its backend, which is why it is here: pytest imports conftest.py
 # before any test module. (XLA_FLAGS=--xla_force_host_platform_device_count=8
 # does the same.)
 jax.config.update("jax_num_cpu_devices", 8)
-
-
-def mesh_devices(count):
-    """The devices for a sharding test's mesh of `count`: those of the default
-    device's platform (jax_default_device, where a project pins its tests to
-    one) or else the default backend's, where there are that many (a runner
-    with 8 GPUs tests them); else the simulated CPU devices, so that a runner
-    with one GPU still checks the sharding rules, which are the same on every
-    platform, instead of failing to build the mesh."""
-    default = jax.config.jax_default_device
-    platform = getattr(default, "platform", default)  # a Device, a name, or None
-    devices = jax.devices(platform) if platform else jax.devices()
-    if len(devices) >= count:
-        return devices[:count]
-    if devices[0].platform != "cpu":
-        SIMULATED_MESHES[devices[0].platform] = len(devices)
-    return jax.devices("cpu")[:count]
-
-
-# The accelerator platforms whose sharding tests ran on simulated CPU devices
-# instead (platform: its device count), for the run's summary: there, a
-# compiled kernel runs interpreted, or the op refuses with its reason.
-SIMULATED_MESHES: dict[str, int] = {}
 
 
 # float64 is needed for the float64 cases and for check_grads' finite
@@ -63,6 +41,11 @@ def pytest_terminal_summary(terminalreporter):
             f"oracle: worst error {WORST['error']:.2e} "
             f"({100 * WORST['fraction']:.1f}% of tolerance) in {WORST['test']}: "
             f"{WORST['ulps']:.3g} ulps of {WORST['dtype']}"
+        )
+    for key, (times, test) in sorted(PLATFORM_WORST.items()):
+        terminalreporter.write_line(
+            f"oracle on {key}: worst error {times:.3g}x the IEEE tolerance in {test} "
+            "(tests/compare.py PLATFORM_BITS allows this platform more)"
         )
     todos = declaration_todos()
     if todos:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import jax
 
+from devices import cpu_subprocess_env
+
 ROOT = Path(__file__).resolve().parents[1]
 # The oldest JAX the backend supports.
 NEEDS = {{ "(0, 11)" if cookiecutter.backend == "mosaic_gpu" else "(0, 10)" }}
@@ -22,7 +24,9 @@ INSTALLED = tuple(int(part) for part in jax.__version__.split(".")[:2])
 
 def test_the_package_imports_or_names_the_jax_it_needs():
     command = [sys.executable, "-c", "import {{ cookiecutter.package_name }}"]
-    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        command, cwd=ROOT, env=cpu_subprocess_env(), capture_output=True, text=True, timeout=300
+    )
     if INSTALLED >= NEEDS:
         assert run.returncode == 0, run.stderr[-3000:]
     else:

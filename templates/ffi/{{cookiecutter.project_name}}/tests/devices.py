@@ -1,0 +1,45 @@
+"""The devices a test's mesh runs on: one home for that rule, imported by
+tests/conftest.py, the conformance matrix and the op's own tests, and safe for
+benchmarks/bench.py to import too (it changes no JAX setting: the 8 simulated
+CPU devices and float64 are turned on by tests/conftest.py alone)."""
+
+import os
+
+import jax
+
+
+def default_platform() -> str:
+    """Where a test's computations run unless it places them: the platform of
+    jax_default_device, where a project pins its tests to one (ffi's CPU
+    handler), else JAX's default backend."""
+    default = jax.config.jax_default_device
+    return getattr(default, "platform", default) or jax.default_backend()
+
+
+def mesh_devices(count):
+    """The devices for a sharding test's mesh of `count`: those of the default
+    device's platform (jax_default_device, where a project pins its tests to
+    one) or else the default backend's, where there are that many (a runner
+    with 8 GPUs tests them); else the simulated CPU devices, so that a runner
+    with one GPU still checks the sharding rules, which are the same on every
+    platform, instead of failing to build the mesh."""
+    devices = jax.devices(default_platform())
+    if len(devices) >= count:
+        return devices[:count]
+    if devices[0].platform != "cpu":
+        SIMULATED_MESHES[devices[0].platform] = len(devices)
+    return jax.devices("cpu")[:count]
+
+
+# The accelerator platforms whose sharding tests ran on simulated CPU devices
+# instead (platform: its device count), for the run's summary: there, a
+# compiled kernel runs interpreted, or the op refuses with its reason.
+SIMULATED_MESHES: dict[str, int] = {}
+
+
+def cpu_subprocess_env(**extra):
+    """The environment for a JAX program a test starts as a subprocess: on the
+    CPU. A TPU may be opened by one program at a time, and the test run
+    holds it; a second program that tries fails ("libtpu multi-process
+    lockfile"). A test that needs the accelerator runs it in-process."""
+    return {**os.environ, "JAX_PLATFORMS": "cpu", **extra}
