@@ -12,6 +12,7 @@ from jax_ladder.options import load_options
 from jax_ladder.rungs import LADDER, available, by_name, template_dir
 from jax_ladder.runner import TestRun as Run  # not collected as a test class
 from jax_ladder.scaffold import scaffold
+from jax_ladder.versions import PYTHON_OLDEST
 
 
 def test_list_shows_all_nine_rungs_and_marks_templates(tmp_path):
@@ -75,15 +76,16 @@ def fake_python(folder, name, version):
 
 
 def test_the_venv_step_names_a_python_the_project_allows(tmp_path, monkeypatch, capsys):
-    """A default `python` of 3.11 cannot install a project that needs 3.12: the
-    next steps make the venv with a Python that fits, found on the PATH, else
-    among pyenv's installed versions, else they say which version to install."""
+    """A default `python` older than a project allows (3.10 for >=3.12, and
+    for the templates' >=3.11) cannot install it: the next steps make the venv
+    with a Python that fits, found on the PATH, else among pyenv's installed
+    versions, else they say which version to install."""
     bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv("PYENV_ROOT", str(pyenv))
     needs = SpecifierSet(">=3.12")
-    fake_python(bin_dir, "python3", "3.11.7")
-    fake_python(bin_dir, "python", "3.11.7")
+    fake_python(bin_dir, "python3", "3.10.14")
+    fake_python(bin_dir, "python", "3.10.14")
     fake_python(bin_dir, "python3.12", "")  # a pyenv shim for an unselected version fails
     assert pythons.find_python(needs) is None
     installed = fake_python(pyenv / "versions" / "3.13.0" / "bin", "python3", "3.13.0")
@@ -98,8 +100,8 @@ def test_the_venv_step_names_a_python_the_project_allows(tmp_path, monkeypatch, 
     installed.unlink()
     assert cli.main(["new", "custom-vjp", "--no-input", "--output-dir", str(tmp_path)]) == 0
     steps = capsys.readouterr().out
-    assert "it needs Python >=3.12, and none was found here: install one, then" in steps
-    assert "  python3.12 -m venv .venv && . .venv/bin/activate\n" in steps
+    assert f"it needs Python >={PYTHON_OLDEST}, and none was found here: install one, then" in steps
+    assert f"  python{PYTHON_OLDEST} -m venv .venv && . .venv/bin/activate\n" in steps
     assert steps.index("-m venv") < steps.index("pip install")
 
 

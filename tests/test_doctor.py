@@ -168,7 +168,7 @@ def test_newer_jax_warns_but_works():
         ({"packages": {"jax": "0.10.0rc1"}}, "jax 0.10.0rc1 is too old"),
         ({"packages": {"jaxlib": None}}, "jaxlib is not installed"),
         ({"packages": {"cookiecutter": None}}, "cookiecutter is not installed"),
-        ({"python": "3.11.9"}, "Python 3.11.9 is too old"),
+        ({"python": "3.10.14"}, "Python 3.10.14 is too old"),
         (
             {"jax": JaxProbe(ok=False, error="ImportError: boom")},
             "jax does not import: ImportError",

@@ -5,6 +5,7 @@ Baked projects run in this (shared) environment with src/ on the path;
 test_wheels.py installs each default project's wheel into a new environment.
 """
 
+import ast
 import os
 import re
 import subprocess
@@ -28,6 +29,7 @@ from conftest import (
 )
 from forked_pytest import ForkedPytest
 from test_readme_samples import demo_sample_passed
+from test_versions import newer_syntax
 
 from jax_ladder.commands.demo import DEMO_SELECTION
 from jax_ladder.options import MAX_NAME_LENGTH
@@ -65,6 +67,42 @@ def test_no_jinja_left_in_generated_files(baked):
 
 def test_baked_project_is_lint_clean(baked):
     assert_lint_clean(baked)
+
+
+def test_baked_python_parses_on_the_oldest_python(baked):
+    # The project's requires-python admits PYTHON_OLDEST (test_versions.py):
+    # every file must parse there, tests and benchmarks too, not only src/.
+    problems = [
+        f"{relative}: {why}"
+        for relative in files_under(baked)
+        if relative.suffix == ".py" and (why := newer_syntax((baked / relative).read_text()))
+    ]
+    assert problems == []
+
+
+def test_a_python_subprocess_of_the_tests_says_where_it_runs(baked):
+    """A test that starts Python (a JAX program) passes env=, as
+    tests/devices.py's cpu_subprocess_env does: on a TPU the test run holds the
+    chip, one program at a time may, and a subprocess that opens it fails."""
+    bare = []
+    for path in sorted((baked / "tests").glob("test_*.py")):
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "subprocess"
+            ):
+                continue
+            starts_python = "sys.executable" in ast.unparse(call) or any(
+                "sys.executable" in ast.unparse(node)
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Assign)
+                and any(ast.unparse(a) in ast.unparse(call) for a in node.targets)
+            )
+            if starts_python and not any(k.arg == "env" for k in call.keywords):
+                bare.append(f"{path.name}:{call.lineno}")
+    assert not bare, f"a Python subprocess without env= (cpu_subprocess_env): {bare}"
 
 
 def test_baked_project_has_the_promised_layout(baked):

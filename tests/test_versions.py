@@ -1,8 +1,12 @@
 """jax_ladder.versions is the one definition of the supported JAX range; every
 other place that states it (packaging, scripts, templates, CI, prose) must agree."""
 
+import ast
+import io
 import json
 import re
+import sys
+import tokenize
 import tomllib
 from pathlib import Path
 
@@ -13,7 +17,15 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from jax_ladder.rungs import available
-from jax_ladder.versions import JAX_OLDEST, JAX_SPEC, JAX_TESTED, JAX_WINDOW, RELEASE_WINDOWS
+from jax_ladder.versions import (
+    JAX_OLDEST,
+    JAX_ON_PYTHON_OLDEST,
+    JAX_SPEC,
+    JAX_TESTED,
+    JAX_WINDOW,
+    PYTHON_OLDEST,
+    RELEASE_WINDOWS,
+)
 
 TEMPLATES = [REPO / "templates" / r.template for r in available()]
 PROJECT = "{{cookiecutter.project_name}}"
@@ -167,3 +179,122 @@ def test_the_advice_names_the_release_that_supported_an_older_jax(monkeypatch):
         key=Version,
     )
     assert f"pip install 'jax-ladder=={newest_with_0_10}'" in note, note
+
+
+# --- The oldest Python (PYTHON_OLDEST) ---------------------------------------------
+def newer_syntax(text: str, oldest: str = PYTHON_OLDEST) -> str | None:
+    """Why `text` is not valid Python `oldest` ("3.11"), or None. ast's
+    feature_version rejects PEP 695 (3.12: `type X = ...`, `def f[T]`), but not
+    PEP 701's f-strings (3.12), which only the tokens show: a quote that an
+    enclosing f-string uses, a backslash, a comment or a line break inside a
+    replacement field."""
+    major, minor = map(int, oldest.split("."))
+    try:
+        ast.parse(text, feature_version=(major, minor))
+    except SyntaxError as err:
+        return f"line {err.lineno}: {err.msg}"
+    start = getattr(tokenize, "FSTRING_START", None)
+    if start is None or sys.version_info[:2] <= (major, minor):
+        return None  # this Python's own f-strings: ast.parse has judged them
+    quotes: list[str] = []  # the open f-strings' quotes, outermost first
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        inside, line = bool(quotes), token.start[0]
+        if token.type in (start, tokenize.STRING) and inside:
+            quote = token.string.lstrip("rRbBuUfF")[:3]
+            quote = quote if quote in ('"""', "'''") else quote[0]
+            if any(quote == q or (len(q) == 1 and quote[0] == q) for q in quotes):
+                return f"line {line}: an f-string reuses its enclosing f-string's quote"
+        outer_literal = token.type == tokenize.FSTRING_MIDDLE and len(quotes) == 1
+        if inside and "\\" in token.string and not outer_literal:
+            return f"line {line}: a backslash inside an f-string's replacement field"
+        if inside and token.type == tokenize.COMMENT:
+            return f"line {line}: a comment inside an f-string's replacement field"
+        if inside and token.type == tokenize.NL and len(quotes[-1]) == 1:
+            return f"line {line}: a line break inside a one-line f-string's field"
+        if token.type == start:
+            quote = token.string.lstrip("rRbBuUfF")
+            quotes.append(quote)
+        elif token.type == tokenize.FSTRING_END:
+            quotes.pop()
+    return None
+
+
+@pytest.mark.parametrize(
+    ("source", "newer"),
+    [
+        ("type X = int\n", True),
+        ("def f[T](x: T) -> T:\n    return x\n", True),
+        ("class C[T]:\n    pass\n", True),
+        ('x = f"{\'a\' + "b"}"\n', True),
+        ("x = f'{\"\\n\".join(a)}'\n", True),
+        ("x = f'{a # no\n}'\n", True),
+        ("from typing import TypeAlias\n\nX: TypeAlias = int\n", False),
+        ("x = f\"{'a' + 'b'!r:>{w}} {d['k']}\"\ny = f'''{\"a\"}'''\nz = f'\\n{a}'\n", False),
+    ],
+)
+def test_newer_syntax_finds_what_the_oldest_python_cannot_parse(source, newer):
+    assert (newer_syntax(source) is not None) == newer, newer_syntax(source)
+
+
+def kit_python_files():
+    """The kit's own Python (its package, tests, examples, adapted projects,
+    docs extension and scripts); the templates' is checked baked."""
+    for path in sorted(REPO.rglob("*")):
+        relative = path.relative_to(REPO)
+        parts = set(relative.parts)
+        if parts & SKIPPED_DIRS or relative.parts[0] == "templates" or not path.is_file():
+            continue
+        script = path.parent == REPO / "scripts" and path.read_bytes().startswith(
+            b"#!/usr/bin/env python"
+        )
+        if path.suffix == ".py" or script:
+            yield path
+
+
+def test_the_kits_python_parses_on_the_oldest_python():
+    # requires-python admits PYTHON_OLDEST, so everything the kit runs or
+    # copies must be that Python's syntax (test_templates.py: the baked ones).
+    problems = [
+        f"{path.relative_to(REPO)}: {why}"
+        for path in kit_python_files()
+        if (why := newer_syntax(path.read_text()))
+    ]
+    assert problems == []
+
+
+def test_every_python_version_is_the_oldest_supported():
+    assert re.fullmatch(r"3\.\d+", PYTHON_OLDEST), "scripts/_env.sh reads it with sed"
+    oldest = Version(PYTHON_OLDEST)
+    kit = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert kit["project"]["requires-python"] == f">={PYTHON_OLDEST}"
+    assert kit["tool"]["mypy"]["python_version"] == PYTHON_OLDEST
+    assert "target-version" not in kit["tool"]["ruff"]  # ruff reads requires-python
+    from jax_ladder.doctor import MIN_PYTHON
+
+    assert oldest == MIN_PYTHON
+    for template in TEMPLATES:
+        project = template / PROJECT
+        text = (project / "pyproject.toml").read_text()
+        assert f'requires-python = ">={PYTHON_OLDEST}"' in text, template.name
+        assert f'python_version = "{PYTHON_OLDEST}"' in text, template.name
+        assert "target-version" not in text, template.name
+        classifiers = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', text)
+        assert min(classifiers, key=Version) == PYTHON_OLDEST, (template.name, classifiers)
+        for build in re.findall(r"^build = (\[.*\])$", text, re.MULTILINE):  # cibuildwheel
+            tag = "cp" + PYTHON_OLDEST.replace(".", "")
+            assert min(json.loads(build)) == f"{tag}-*", (template.name, build)
+        # The templates' CI runs the oldest Python with the oldest JAX (the
+        # newer JAX has no wheels there).
+        workflow = (project / ".github" / "workflows" / "ci.yml").read_text()
+        include = f'- python-version: "{PYTHON_OLDEST}"\n            jax-version: "{JAX_OLDEST}"'
+        assert include in workflow, template.name
+        readme = (project / "README.md").read_text()
+        assert f"Python {PYTHON_OLDEST}" in readme, template.name
+        assert f"JAX {JAX_ON_PYTHON_OLDEST}" in readme, template.name
+    cmake = [*REPO.glob("templates/*/*/CMakeLists.txt"), *REPO.glob("examples/*/CMakeLists.txt")]
+    for path in [REPO / "CMakeLists.txt", *cmake]:
+        for version in re.findall(r"find_package\(Python (\d+\.\d+)", path.read_text()):
+            assert version == PYTHON_OLDEST, path
+    readme = (REPO / "README.md").read_text()
+    assert f"Python ≥ {PYTHON_OLDEST}; JAX `{JAX_SPEC}`" in readme
+    assert f"On Python {PYTHON_OLDEST} that range gives JAX {JAX_ON_PYTHON_OLDEST}" in readme

@@ -8,7 +8,8 @@ every option combination baked, lint-clean, free of Jinja, every file in its
 adapt table, and its tests collected; the default combination type-checked and
 its own suite run, the conformance matrix included. A template's *battery* is
 the rest: every covering combination's own suite, every mutant, the
-oldest-JAX pass, every combination type-checked, the second op, adopt, the
+oldest-JAX pass, the default project on the oldest Python (tests/test_oldest_python.py),
+every combination type-checked, the second op, adopt, the
 wheels and the FFI's native checks. The full tier runs every battery; the
 quick tier runs the battery of each template that is *selected*:
 

@@ -43,6 +43,7 @@ from jax_ladder.options import load_options, resolve
 from jax_ladder.recommend import NOTES, QUESTIONS, RULES, page_path, recommend, render
 from jax_ladder.recommend.records import Conditions
 from jax_ladder.rungs import LADDER, Rung, available, by_name
+from jax_ladder.versions import JAX_ON_PYTHON_OLDEST, PYTHON_OLDEST
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "_generated"
@@ -177,7 +178,9 @@ def install_md() -> str:
     # What works today: jax-ladder has no release on the package index yet
     # (tests/test_docs.py holds every page to that until it has one).
     return (
-        "Python 3.12 or newer. The kit installs from its repository (it is not on the "
+        f"Python {PYTHON_OLDEST} or newer (on Python {PYTHON_OLDEST}, pip installs JAX "
+        f"{JAX_ON_PYTHON_OLDEST}: newer JAX publishes no wheels for it). "
+        "The kit installs from its repository (it is not on the "
         f"package index yet):\n\n```console\n$ pip install git+{REPOSITORY}\n```\n"
     )
 
@@ -643,12 +646,13 @@ def example_md(folder: Path, out: Path) -> str:
         plot.plot(measured, drawing)
         WRITTEN.add(drawing)
         load = f", load average {measured['load_average']}" if "load_average" in measured else ""
+        alt = "bench.py's table, drawn"
         page += (
             "\n## The table as a picture\n\n"
             f"`bench.py --plot` from the stored measurement (`results.json`): "
             f"{measured['machine']}, jax {measured['jax']}, {measured['date']}{load}.\n\n"
             f"````{{container}} plot-scroll\n"
-            f"{picture(f'{folder.name}.svg', "bench.py's table, drawn", readable_width(drawing))}"
+            f"{picture(f'{folder.name}.svg', alt, readable_width(drawing))}"
             "````\n"
         )
     return page

@@ -160,10 +160,13 @@ def test_cli_in_a_fresh_process(shipped, tmp_path):
     np.savez(folder / "bad.npz", x=x.astype(np.float64))
     bad = run_python(folder, "serve.py", ARTIFACT_NAME, "bad.npz", "out2.npz")
     assert bad.returncode == 2
-    assert bad.stderr == (
+    # The error is stderr's last line; before it, an accelerator's runtime may
+    # warn (a TPU VM without transparent hugepages does), which is not the tool's.
+    assert bad.stderr.splitlines()[-1] == (
         "serve.py: error: inputs must have dtype float32, got float64; convert them with "
-        "x.astype(np.float32) if that is what you mean\n"
+        "x.astype(np.float32) if that is what you mean"
     )
+    assert "Traceback" not in bad.stderr
     assert not (folder / "out2.npz").exists()
 
 

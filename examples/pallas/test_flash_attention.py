@@ -26,6 +26,20 @@ from reference import attention_reference, numpy_attention, numpy_attention_grad
 ON_TPU = jax.devices()[0].platform == "tpu"
 
 
+# JAX's Pallas TPU interpreter with two simulated cores (the strict settings)
+# failed on a TPU VM's host (one TPU v5e, JAX 0.10.2, 2026-12-06): a core's
+# thread found the interpreter's shared memory gone ("assert _shared_memory is
+# not None", or KeyError ('vmem', ..., core 1)), so tiles stayed NaN and no
+# race was reported; the cause (the TPU backend beside it, or the host's 13
+# cores) is not established. On CPU hosts, CI's included, these tests are the
+# race detector's guard; on the chip the kernel runs natively in the others.
+INTERPRETER_ON_A_TPU_HOST = pytest.mark.xfail(
+    jax.default_backend() == "tpu",
+    reason="the Pallas TPU interpreter's two-core mode fails on a TPU host (see above)",
+    strict=False,
+)
+
+
 def requires_tpu(test):
     """On the default device, a TPU (conftest.py runs the other tests on the CPU device); skipped
     without one."""
@@ -175,6 +189,7 @@ def races_found_and_reset():
     return found
 
 
+@INTERPRETER_ON_A_TPU_HOST
 def test_tpu_interpreter_with_race_detection_and_nan_poisoned_memory(make_inputs):
     """Forward and backward under the strict TPU interpreter. A missing init or finalize write
     leaves NaN in the result, and two cores writing the same block is reported as a race."""
@@ -197,6 +212,7 @@ def test_tpu_interpreter_with_race_detection_and_nan_poisoned_memory(make_inputs
     assert_matches(got, reference(q, k, v, do, causal=True), TOL[jnp.float32])
 
 
+@INTERPRETER_ON_A_TPU_HOST
 def test_race_detector_catches_a_reduction_axis_marked_parallel(make_inputs):
     """The check above is not vacuous: declare the k-block (reduction) axis "parallel" and the
     two cores each take some k blocks of the same q block, and both write that output block."""

@@ -21,10 +21,10 @@ from packaging.version import Version
 from jax_ladder.doctor_facts import WIDTH, Facts, at_least, below_range, render_facts, within
 from jax_ladder.doctor_facts import gather as gather  # re-exported: the CLI calls doctor.gather
 from jax_ladder.rungs import LADDER, available
-from jax_ladder.versions import JAX_SPEC, JAX_TESTED
+from jax_ladder.versions import JAX_SPEC, JAX_TESTED, PYTHON_OLDEST
 
 SUPPORTED_JAX = SpecifierSet(JAX_SPEC)
-MIN_PYTHON = Version("3.12")
+MIN_PYTHON = Version(PYTHON_OLDEST)
 MIN_CMAKE = Version("3.18")  # the kit's and the FFI template's CMakeLists.txt
 MOSAIC_GPU = Version("9.0")  # compute capability: Hopper (sm_90a)
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"

@@ -214,7 +214,8 @@ def _dist_version(name: str) -> str | None:
 def _plugins() -> dict[str, str]:
     found = {}
     for dist in metadata.distributions():
-        name = (dist.metadata.get("Name") or "").lower()
+        # get_all: the metadata's .get is typed from Python 3.12 on only.
+        name = "".join(dist.metadata.get_all("Name", [])[:1]).lower()
         if name.startswith(PLUGIN_PREFIXES):
             found[name] = dist.version
     return dict(sorted(found.items()))

@@ -13,6 +13,7 @@ import json
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 STATE_DIR = ".jax-ladder"
 ANSWERS_FILE = f"{STATE_DIR}/answers.json"
@@ -35,7 +36,7 @@ class Generation:
 
 
 # A generated file: its bytes and whether it is executable.
-type Files = dict[str, tuple[bytes, bool]]
+Files: TypeAlias = dict[str, tuple[bytes, bool]]
 
 
 def update_skip(template: Path) -> tuple[str, ...]:

@@ -38,18 +38,21 @@ def needs_build(project: Path) -> bool:
     return (project / "CMakeLists.txt").is_file()
 
 
-def build_project(project: Path, target: Path, config: tuple[str, ...] = ()) -> tuple[int, str]:
+def build_project(
+    project: Path, target: Path, config: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """Build and install the project into the folder `target`, not into the environment.
 
     The project's own build backend (scikit-build-core) runs without build
     isolation, so it uses this environment's jax, nanobind and
     scikit-build-core; `--target` keeps the environment itself unchanged.
-    `config` holds extra `-C key=value` settings. Returns (status, output).
+    `config` holds extra `-C key=value` settings; `env` replaces os.environ
+    for the build. Returns (status, output).
     """
     cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps"]
     cmd += ["--disable-pip-version-check", "--target", str(target), str(project)]
     cmd += [f"-C{setting}" for setting in config]
-    proc = subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     return proc.returncode, proc.stdout
 
 

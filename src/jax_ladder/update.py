@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 from packaging.version import Version
 
@@ -166,7 +167,7 @@ def apply(project: Path, renders: Renders) -> Plan:
     return plan
 
 
-type Entry = tuple[bytes, bool] | None
+Entry: TypeAlias = tuple[bytes, bool] | None
 
 
 def _merge_file(project: Path, name: str, base: Entry, new: Entry, plan: Plan) -> None:

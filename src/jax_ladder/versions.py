@@ -8,7 +8,8 @@ session per minor); a template with compiled code also gets JAX_OLDEST as
 jaxlib's headers loads in that jaxlib and newer ones, never in older ones).
 tests/test_versions.py holds that and every other copy to
 these values: the kit's pyproject.toml, scripts/_env.sh, the templates' CI
-matrices (the oldest), the README and reference pages.
+matrices (the oldest), the README and reference pages; and PYTHON_OLDEST to
+every requires-python, classifier, type checker's and CMake's Python version.
 """
 
 from packaging.specifiers import SpecifierSet
@@ -31,6 +32,15 @@ JAX_SPEC = f">={_OLDEST[0]}.{_OLDEST[1]},<{_NEWEST[0]}.{_NEWEST[1] + 1}"
 # The versions the kit's tests and the measurements in the docs ran on.
 JAX_TESTED = JAX_WINDOW[-1]
 JAX_OLDEST = JAX_WINDOW[0]
+
+# The oldest Python the kit and every template support ("3.X"): the oldest
+# that the window's oldest JAX publishes wheels for. Newer minors of the window
+# may need a newer Python (JAX 0.11 and 0.12 have no wheels for 3.11), so on
+# this Python pip resolves a project's jax pin to the oldest minor's newest
+# patch (JAX 0.10.x). Move it up when the window drops the JAX that held it.
+PYTHON_OLDEST = "3.11"
+# The JAX a project gets there ("0.10.x"), as the READMEs say.
+JAX_ON_PYTHON_OLDEST = f"{_OLDEST[0]}.{_OLDEST[1]}.x"
 
 # What each kit release supported, for a user whose JAX is outside the window:
 # `jax-ladder new` names the newest release that supported their JAX.

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, TypeAlias, TypeVar
 
 from jax_ladder.options import Option, UsageError, parse_value
 from jax_ladder.rungs import Rung, available, by_name
 
-type Args = argparse.Namespace
+Args: TypeAlias = argparse.Namespace
 
 
 class Parser(argparse.ArgumentParser):
@@ -20,7 +20,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-type Subparsers = argparse._SubParsersAction[Parser]
+Subparsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
 def rung_or_error(name: str) -> Rung:
@@ -37,7 +37,10 @@ def rung_or_error(name: str) -> Rung:
     return rung
 
 
-def prompt[T](prompt: str, default: T, parse: Callable[[str], T], no_answer: str) -> T:
+T = TypeVar("T")
+
+
+def prompt(prompt: str, default: T, parse: Callable[[str], T], no_answer: str) -> T:
     """Ask until parse(text) accepts the answer; Enter keeps the default.
 
     parse raises UsageError for a bad answer, which is shown before asking

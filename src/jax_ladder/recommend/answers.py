@@ -8,13 +8,13 @@ import json
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from jax_ladder.options import UsageError, check_choice, split_assignment
 from jax_ladder.recommend.records import Question, applies
 from jax_ladder.recommend.table import QUESTION, QUESTIONS
 
-type Ask = Callable[[Question], str]
+Ask: TypeAlias = Callable[[Question], str]
 
 
 def parse_answer(question: Question, text: str) -> str:

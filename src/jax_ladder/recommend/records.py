@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from jax_ladder.rungs import by_name
 
 # Question key -> the answers accepted; a record's conditions must all hold.
-type Conditions = Mapping[str, tuple[str, ...]]
+Conditions: TypeAlias = Mapping[str, tuple[str, ...]]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement  # packaging: a dependency of pytest
 
 from compare import PLATFORM_WORST, WORST
-from devices import SIMULATED_MESHES
+from devices import MISSING_FACILITY, SIMULATED_MESHES
 
 # Eight simulated CPU devices for the sharding tests. This must run before JAX
 # starts its backend, which is why it is here: pytest imports conftest.py
@@ -150,11 +150,13 @@ def pytest_configure(config):
 
 
 def fail_if_skipped(report):
-    """Under REQUIRE_ACCELERATOR, turn a skip (not an expected failure) into a
-    failure that names the skip's reason."""
+    """Under REQUIRE_ACCELERATOR, turn a skip (not an expected failure, nor a
+    missing facility's) into a failure that names the skip's reason."""
     if REQUIRED_PLATFORM and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         reason = str(reason).removeprefix("Skipped: ")
+        if reason.startswith(MISSING_FACILITY):  # the machine's lack, not the accelerator's
+            return report
         report.outcome = "failed"
         report.longrepr = f"skipped on {REQUIRED_PLATFORM}, where every test must run: {reason}"
     return report

@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference
 from {{ cookiecutter.package_name }}.hlo import collectives, compiled_text
 
 from compare import assert_close
-from conftest import mesh_devices
+from devices import mesh_devices
 from oracle import GRADIENTS, VALUES, quantized_with_ties, top_k_f64, top_k_vjp_f64
 
 # (batch devices, item devices): 8 either way, both 2-D splits, and one device.

@@ -30,9 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import plot  # noqa: E402  (benchmarks/plot.py: imports matplotlib only to draw)
-
 import op_spec  # noqa: E402  (the declaration, beside the tests)
+import plot  # noqa: E402  (benchmarks/plot.py: imports matplotlib only to draw)
 from conformance import cotangents_for, make_args  # noqa: E402
 
 

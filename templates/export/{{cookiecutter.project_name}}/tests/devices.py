@@ -1,7 +1,9 @@
-"""The devices a test's mesh runs on: one home for that rule, imported by
-tests/conftest.py, the conformance matrix and the op's own tests, and safe for
-benchmarks/bench.py to import too (it changes no JAX setting: the 8 simulated
-CPU devices and float64 are turned on by tests/conftest.py alone)."""
+"""The machine the tests run on: the devices a test's mesh runs on, the
+environment of a Python subprocess, and how a test names a facility the
+machine lacks. One home for these rules, imported by tests/conftest.py, the
+conformance matrix and the op's own tests, and safe for benchmarks/bench.py
+to import too (it changes no JAX setting: the 8 simulated CPU devices and
+float64 are turned on by tests/conftest.py alone)."""
 
 import os
 
@@ -43,3 +45,10 @@ def cpu_subprocess_env(**extra):
     holds it; a second program that tries fails ("libtpu multi-process
     lockfile"). A test that needs the accelerator runs it in-process."""
     return {**os.environ, "JAX_PLATFORMS": "cpu", **extra}
+
+
+# How a test that needs what this machine lacks (a TCP socket on the loopback,
+# a working AddressSanitizer) starts its skip reason: found by probing the
+# facility, never by the platform's name. Under REQUIRE_ACCELERATOR such a skip
+# stays a skip (conftest.py): the operating system lacks it, not the accelerator.
+MISSING_FACILITY = "missing facility: "

@@ -123,7 +123,7 @@ def mostly_true(rng, shape):
 # for that platform, else a device of one it was (a CPU-only artifact on a GPU
 # host: the CPU). Made JAX's default device, so that jax.jit of the artifact
 # on NumPy inputs, as the conformance cells call it, runs there too
-# (conftest's mesh_devices follows it). An artifact runs only on its platforms.
+# (tests/devices.py's mesh_devices follows it). An artifact runs only on its platforms.
 DEVICE = artifact.choose_device(artifact.PLATFORMS, artifact.available_devices())
 if DEVICE != jax.devices()[0]:
     jax.config.update("jax_default_device", DEVICE)

@@ -54,9 +54,16 @@ def loaded(saved):
 def foreign(tmp_path_factory):
     """An artifact for a platform this process does not run on (it lowers
     without the device)."""
-    platform = "tpu" if export.default_export_platform() == "cuda" else "cuda"
+    platform = "tpu" if artifact.default_platform() == "cuda" else "cuda"
     path = tmp_path_factory.mktemp("foreign") / f"{platform}.jax"
     return artifact.load(artifact.save(artifact.export_model(platforms=(platform,)), path))
+
+
+def on_the_cpu(x):
+    """x committed to the CPU, where a float64 oracle runs under jax.jit
+    (its constants follow): an accelerator is asked for no float64, which a
+    TPU emulates (tens to hundreds of ulps off IEEE float64)."""
+    return jax.device_put(x, jax.devices("cpu")[0])
 
 
 def inputs_for(loaded, sizes, seed=0):
@@ -102,9 +109,43 @@ def test_every_requested_platform_is_lowered(loaded):
         assert artifact.export_model(platforms=(platform,)).platforms == (platform,)
 
 
-def test_artifact_without_the_current_platform_is_refused(foreign):
+@pytest.fixture
+def tpu_host_pinned_to_the_cpu(monkeypatch):
+    """A simulated TPU host on which the caller pinned JAX's default device to
+    the CPU, as tests/op_spec.py does for a CPU-only artifact on any
+    accelerator host: uncommitted inputs run on the CPU there, not on the
+    default backend."""
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    monkeypatch.setattr(export, "default_export_platform", lambda: "tpu")
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
+# Where the call runs: where jax.jit puts NumPy inputs here, and on a
+# simulated TPU host whose default device is pinned to the CPU.
+HOSTS = ["this-host", "tpu-host-pinned-to-the-cpu"]
+
+
+@pytest.fixture(params=HOSTS)
+def host(request):
+    if request.param != "this-host":
+        request.getfixturevalue(request.param.replace("-", "_"))
+    return request.param
+
+
+def test_default_platform_is_where_uncommitted_inputs_run(host):
+    pinned = jax.config.jax_default_device
+    want = export.default_export_platform() if pinned is None else pinned.platform
+    assert artifact.default_platform() == want
+    if host != "this-host":
+        assert want == "cpu"
+
+
+def test_artifact_without_the_current_platform_is_refused(foreign, host):
+    # The current platform: the one the call runs on (the pinned CPU on the
+    # simulated TPU host), not the default backend's.
     (platform,) = foreign.exported.platforms
-    here = export.default_export_platform()
+    here = artifact.default_platform()
     with pytest.raises(ValueError, match=f"exported for {platform}, not for {here}"):
         foreign(*inputs_for(foreign, SIZES[1]).values())
     # JAX's own check, if our wrapper is bypassed, is as clear:
@@ -138,8 +179,16 @@ ON_A_GPU_HOST = [
 ]
 
 
+@pytest.fixture
+def unpinned():
+    """No default device pinned, as on a host that runs its own platform
+    (tests/op_spec.py pins the CPU where the artifact lacks the host's)."""
+    with jax.default_device(None):
+        yield
+
+
 @pytest.mark.parametrize("exported_for, runs_on", ON_A_GPU_HOST, ids=str)
-def test_call_on_a_simulated_nvidia_gpu(monkeypatch, exported_for, runs_on):
+def test_call_on_a_simulated_nvidia_gpu(monkeypatch, unpinned, exported_for, runs_on):
     # Stands in for the Exported: its platforms and signature, and a call whose
     # result says it was made.
     stand_in = types.SimpleNamespace(
@@ -258,34 +307,44 @@ def test_checked_signatures_are_bounded(loaded, monkeypatch):
     assert len(fresh._checked) == 2
 
 
-def test_cpu_inputs_run_on_a_simulated_gpu_host(loaded, monkeypatch):
+def test_cpu_inputs_run_on_a_simulated_gpu_host(loaded, monkeypatch, unpinned):
     # On a GPU host the default platform is cuda, but inputs committed to the
     # CPU run on the CPU, on the very device they are on: what decides is
     # where the inputs are.
     inputs = inputs_for(loaded, SIZES[1])
-    want = loaded(*inputs.values())
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
     cpu = jax.devices("cpu")[-1]  # not the first: committed inputs are not moved
     on_cpu = [jax.device_put(x, cpu) for x in inputs.values()]
+    # What the program computes on the CPU, and where this host runs NumPy
+    # inputs (its accelerator, if the artifact has that platform): the same
+    # program on the same platform gives the same bits, another platform
+    # other bits (a TPU's float32 tanh is not the CPU's).
+    on_the_cpu = loaded(*on_cpu)
+    where_numpy_runs = loaded(*inputs.values())
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(export, "default_export_platform", lambda: "cuda")
     got = artifact.Artifact(loaded.exported, loaded.metadata)(*on_cpu)
-    assert_close(got, want, EXACT)
+    assert_close(got, on_the_cpu, EXACT)
     assert got.devices() == {cpu}
     # Uncommitted inputs (NumPy arrays) would go to the default device, the
-    # GPU: a CPU-only artifact moves them to the CPU instead of failing there.
+    # GPU: a CPU-only artifact moves them to the CPU instead of failing there;
+    # one with cuda leaves them where jax.jit puts them (here, the real host's
+    # default device).
     fresh = artifact.Artifact(loaded.exported, loaded.metadata)
     got = fresh(*inputs.values())
-    assert_close(got, want, EXACT)
-    if "cuda" not in loaded.exported.platforms and jax.config.jax_default_device is None:
+    if "cuda" in loaded.exported.platforms:
+        assert_close(got, where_numpy_runs, EXACT)
+    else:
+        assert_close(got, on_the_cpu, EXACT)
         assert got.devices() == {jax.devices("cpu")[0]} and got.committed
 
 
-def test_jit_on_a_platform_the_artifact_lacks_is_refused(foreign):
+def test_jit_on_a_platform_the_artifact_lacks_is_refused(foreign, host):
     # Under jit the inputs are traced: where the call runs is decided when
-    # the enclosing program is lowered, and Exported.call refuses a platform
+    # the enclosing program is lowered (for the default device: the pinned
+    # CPU on the simulated TPU host), and Exported.call refuses a platform
     # the artifact lacks, naming both.
     (platform,) = foreign.exported.platforms
-    here = export.default_export_platform()
+    here = artifact.default_platform()
     wanted = rf"exported for platforms '\('{platform}',\)' but it is used on '\('{here}',\)'"
     with pytest.raises(ValueError, match=wanted):
         jax.jit(foreign)(*inputs_for(foreign, SIZES[1]).values())
@@ -300,7 +359,11 @@ def test_called_inside_another_export(loaded):
         jax.ShapeDtypeStruct(export.symbolic_shape(spec["shape"], scope=scope), spec["dtype"])
         for spec in loaded.metadata["inputs"]
     ]
-    outer = export.export(jax.jit(loaded))(*specs)
+    # For the artifact's platforms: an export is called only on platforms it
+    # was exported for, and the artifact runs only on its own. (Exporting for
+    # the default one, export's default, fails wherever the artifact lacks
+    # it: a CPU-only artifact on an accelerator host.)
+    outer = export.export(jax.jit(loaded), platforms=loaded.exported.platforms)(*specs)
     inputs = inputs_for(loaded, SIZES[2])
     assert_close(outer.call(*inputs.values()), loaded(*inputs.values()), VALUES)
 
@@ -330,7 +393,9 @@ def test_grad_through_the_artifact_matches_reference(loaded, sizes):
     # The reference's gradient in float64 (x64 is on in the tests): another
     # program than the float32 one that was exported, so a fault in that one
     # does not cancel out.
-    want = jax.jit(jax.grad(lambda x: jnp.sum(SPEC.reference(x, *rest) ** 2)))(x.astype(np.float64))
+    reference_grad = jax.jit(jax.grad(lambda x: jnp.sum(SPEC.reference(x, *rest) ** 2)))
+    want = reference_grad(on_the_cpu(x.astype(np.float64)))
+    assert want.devices() == {jax.devices("cpu")[0]}
     assert_close(got, want, SPEC.gradient_tolerance)
 {% endif %}
 
@@ -384,7 +449,8 @@ def test_second_order_where_saved_with_order_2(by_order):
 
     got = second_order(loaded, x)
     # The reference's second order in float64 (x64 is on in the tests).
-    want = jax.jit(lambda x: second_order(SPEC.reference, x))(x.astype(np.float64))
+    want = jax.jit(lambda x: second_order(SPEC.reference, x))(on_the_cpu(x.astype(np.float64)))
+    assert want.devices() == {jax.devices("cpu")[0]}
     assert_close(got, want, SPEC.gradient_tolerance)
 
 

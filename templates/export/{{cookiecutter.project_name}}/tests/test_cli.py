@@ -14,13 +14,17 @@ from {{ cookiecutter.package_name }} import artifact
 from {{ cookiecutter.package_name }}.__main__ import main
 
 from compare import assert_close
+from devices import cpu_subprocess_env
 from op_spec import SPEC
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def cli(*args, cwd):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    # On the CPU (cpu_subprocess_env): this run may hold the accelerator, and
+    # a TPU admits one program at a time.
+    pythonpath = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    env = cpu_subprocess_env(PYTHONPATH=pythonpath)
     command = [sys.executable, "-m", artifact.__package__, *map(str, args)]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 

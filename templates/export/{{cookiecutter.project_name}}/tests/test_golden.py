@@ -28,6 +28,9 @@ from op_spec import SPEC
 # Beside this file, however the package is installed (a wheel's tests too).
 GOLDEN = Path(__file__).parent / "golden" / "model.jax"
 REEXPORT = f"re-export it, in the project's root: python -m {artifact.__package__} export --golden"
+# Generation writes it where the generating Python has JAX; without, it is
+# missing until you run that command (the golden tests skip, saying so).
+MISSING = f"no golden artifact at {GOLDEN} (generation writes it only where JAX is installed)"
 
 
 class GoldenFormatSuperseded(UserWarning):
@@ -53,7 +56,7 @@ def warn_if_superseded(metadata, current):
 def golden_io():
     """The golden inputs, in the artifact's order, and the output recorded with them."""
     if not GOLDEN.is_file():
-        pytest.skip(f"no golden artifact at {GOLDEN}; {REEXPORT}")
+        pytest.skip(f"{MISSING}; {REEXPORT}")
     metadata = json.loads(artifact.metadata_path(GOLDEN).read_text())
     with np.load(GOLDEN.with_suffix(".io.npz")) as data:
         return [data[spec["name"]] for spec in metadata["inputs"]], data["output"]
@@ -62,7 +65,7 @@ def golden_io():
 @pytest.fixture(scope="module")
 def golden():
     if not GOLDEN.is_file():
-        pytest.skip(f"no golden artifact at {GOLDEN}; {REEXPORT}")
+        pytest.skip(f"{MISSING}; {REEXPORT}")
     try:
         return artifact.load(GOLDEN)
     except artifact.ExportedByANewerJax as refused:

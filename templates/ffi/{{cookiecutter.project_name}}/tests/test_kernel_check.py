@@ -12,12 +12,15 @@ what changed, so a run with csrc/ untouched compiles nothing."""
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from devices import MISSING_FACILITY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,8 +66,51 @@ def test_kernels_pass():
     check(run([str(build_kernel_check(sanitize=False))]))
 
 
+# A program with nothing to find, and a thread, as kernel_check's pool starts them.
+SANITIZER_PROBE = "#include <thread>\nint main() { std::thread([] {}).join(); }\n"
+
+
+def run_probe(binary: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
+
+
+def sanitizers_problem(build: Path) -> str | None:
+    """What a trivial program built under the sanitizers, by the compiler of the build
+    folder `build`, printed when it failed here; None if it ran. Where it fails, the
+    sanitizers cannot run on this machine: LeakSanitizer, for one, stops the threads with
+    ptrace at exit, which a sandbox (gVisor) refuses."""
+    cache = (build / "CMakeCache.txt").read_text()
+    compiler = re.search(r"^CMAKE_CXX_COMPILER:\w+=(.+)$", cache, re.MULTILINE).group(1)
+    source, binary = build / "sanitizer_probe.cc", build / "sanitizer_probe"
+    source.write_text(SANITIZER_PROBE)
+    run([compiler, "-fsanitize=address,undefined", "-pthread", str(source), "-o", str(binary)])
+    result = run_probe(binary)
+    if result.returncode == 0:
+        return None
+    lines = [line.strip() for line in (result.stdout + result.stderr).splitlines()]
+    return " ".join(filter(None, lines))[-500:] or f"exit status {result.returncode}"
+
+
 def test_kernels_pass_under_asan_and_ubsan():
-    check(run([str(build_kernel_check())]))
+    binary = build_kernel_check()
+    problem = sanitizers_problem(binary.parent)
+    if problem:
+        pytest.skip(f"{MISSING_FACILITY}AddressSanitizer cannot run here: {problem}")
+    check(run([str(binary)]))
+
+
+def test_where_the_sanitizers_cannot_run_the_probe_says_what_they_printed(monkeypatch):
+    """The probe's answer on a machine without ptrace (gVisor, 2026-12-06)."""
+    printed = (
+        "==18566==LeakSanitizer has encountered a fatal error.\n"
+        "==18566==HINT: LeakSanitizer does not work under ptrace (strace, gdb, etc)\n"
+    )
+    build = build_kernel_check().parent
+    failed = subprocess.CompletedProcess([], 1, "", printed)
+    monkeypatch.setattr(sys.modules[__name__], "run_probe", lambda binary: failed)
+    problem = sanitizers_problem(build)
+    assert problem.startswith("==18566==LeakSanitizer has encountered a fatal error.")
+    assert problem.endswith("does not work under ptrace (strace, gdb, etc)")
 
 
 def test_second_build_reuses_the_first():

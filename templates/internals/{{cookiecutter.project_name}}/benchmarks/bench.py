@@ -41,7 +41,6 @@ from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import _compute
 # the benchmark runs on the first).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import plot  # noqa: E402  (benchmarks/plot.py, next to this file)
-
 from conformance import make_args  # noqa: E402
 from op_spec import SPEC  # noqa: E402
 

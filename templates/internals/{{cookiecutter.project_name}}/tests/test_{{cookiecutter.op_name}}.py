@@ -31,7 +31,7 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from compare import assert_close
-from conftest import mesh_devices
+from devices import mesh_devices
 from op_spec import (
     GRADIENTS,
     SPEC,

@@ -33,7 +33,11 @@ def make_problem(rng, layers=4, batch=64, d=64, hidden=None, dtype="float32"):
 
 
 def _f64(tree):
-    return jax.tree.map(lambda a: jax.numpy.asarray(np.asarray(a, np.float64)), tree)
+    """tree in float64, committed to the CPU: jax.jit then runs the oracle
+    there, whatever the default device. An accelerator is asked for no
+    float64: a TPU emulates it (tens to hundreds of ulps off IEEE float64)."""
+    cpu = jax.devices("cpu")[0]
+    return jax.tree.map(lambda a: jax.device_put(np.asarray(a, np.float64), cpu), tree)
 
 
 def _numpy(tree):

@@ -10,6 +10,7 @@ import pytest
 
 from {{ cookiecutter.package_name }} import reference_loss, reference_step
 
+import oracle
 from compare import assert_close
 from op_spec import GRADIENTS, STEPS, VALUES
 from oracle import make_problem
@@ -57,7 +58,13 @@ def numpy_step(params, momentum, x, y, learning_rate=0.05, beta=0.9):
     return params, momentum, loss
 
 
-def as_jax(tree):
+def as_jax(tree, dtype):
+    """tree as jax.Arrays where the reference runs in that dtype: float32 on
+    the default device, as the tests compare the sharded step with it;
+    float64 on the CPU, where tests/oracle.py runs it (the oracle is what
+    the float64 cases check; a TPU would emulate float64, and slowly)."""
+    if dtype == "float64":
+        return jax.device_put(tree, jax.devices("cpu")[0])
     return jax.tree.map(jnp.asarray, tree)
 
 
@@ -68,22 +75,37 @@ def test_reference_loss_and_gradient_match_numpy(rng, sizes, dtype, jit):
     value_and_grad = jax.value_and_grad(reference_loss)
     if jit:
         value_and_grad = jax.jit(value_and_grad)
-    loss, grads = value_and_grad(as_jax(params), jnp.asarray(x), jnp.asarray(y))
+    loss, grads = value_and_grad(*as_jax((params, x, y), dtype))
     want_loss, want_grads = numpy_loss_and_grads(params, x, y)
     assert loss.dtype == dtype
     assert_close(loss, want_loss, VALUES)
     assert_close(
-        np.concatenate([np.ravel(g) for g in jax.tree.leaves(grads)]),
+        # A jax.Array: assert_close reads the platform it was computed on.
+        jnp.concatenate([jnp.ravel(g) for g in jax.tree.leaves(grads)]),
         np.concatenate([np.ravel(g) for g in jax.tree.leaves(want_grads)]),
         GRADIENTS,
     )
+
+
+def test_the_float64_oracle_runs_on_the_cpu(rng):
+    # Its inputs are committed to the CPU, so that jax.jit runs it there
+    # whatever the default device (on a TPU host, the TPU, whose float64 is
+    # emulated); and what it returns is NumPy, on no device.
+    params, x, y = make_problem(rng, 1, 2, 4, hidden=8)
+    cpu = jax.devices("cpu")[0]
+    with jax.default_device(jax.devices("cpu")[-1]):  # another default device
+        for leaf in jax.tree.leaves(oracle._f64((params, x, y))):
+            assert leaf.dtype == np.float64 and leaf.committed and leaf.devices() == {cpu}
+        loss, grads = oracle.loss_and_grads_f64(params, x, y)
+    assert all(isinstance(a, np.ndarray) for a in jax.tree.leaves((loss, grads)))
+    assert_close(loss, numpy_loss_and_grads(params, x, y)[0], VALUES)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_reference_step_matches_numpy(rng, dtype):
     params, x, y = make_problem(rng, dtype=dtype)
     momentum = jax.tree.map(lambda w: rng.standard_normal(w.shape).astype(dtype), params)
-    got = jax.jit(reference_step)(as_jax(params), as_jax(momentum), jnp.asarray(x), jnp.asarray(y))
+    got = jax.jit(reference_step)(*as_jax((params, momentum, x, y), dtype))
     want = numpy_step(params, momentum, x, y)
     for got_leaf, want_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         assert_close(got_leaf, want_leaf, STEPS)

@@ -32,7 +32,7 @@ from {{ cookiecutter.package_name }}.sharded_step import (
 )
 
 from compare import assert_close
-from conftest import mesh_devices
+from devices import mesh_devices
 from op_spec import GRADIENTS, STEPS, VALUES
 from oracle import make_problem, step_f64
 
@@ -66,7 +66,23 @@ def place(mesh, params, x, y):
 
 
 def flat(tree):
-    return np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(tree)])
+    """The leaves in one vector. For jax.Arrays, a jax.Array on one of their
+    devices: assert_close reads the platform they were computed on (the
+    values are gathered through the host, which sharded leaves need)."""
+    leaves = jax.tree.leaves(tree)
+    vector = np.concatenate([np.ravel(leaf) for leaf in leaves])
+    if not all(isinstance(leaf, jax.Array) for leaf in leaves):
+        return vector  # the float64 oracle's NumPy arrays
+    return jax.device_put(vector, min(leaves[0].devices(), key=lambda d: d.id))
+
+
+def on_the_meshs_platform(mesh, tree):
+    """tree on the first device of `mesh`, committed: the reference runs on
+    the platform the sharded step runs on, and the two compare like with like.
+    Where mesh_devices falls back to simulated CPU devices (a mesh of 8 on a
+    host with one TPU), that is the CPU: the reference on the TPU would differ
+    from the CPU's step by the TPU's float32 tanh, not by the sharding."""
+    return jax.device_put(tree, mesh.devices.flat[0])
 
 
 # The configured policy on 8 devices and on one, and none
@@ -79,8 +95,9 @@ def test_loss_and_gradients_match_reference(rng, devices, remat):
     with jax.set_mesh(mesh):
         value, grads = jax.jit(jax.value_and_grad(lambda *a: loss(*a, remat=remat)))(*sharded)
     # The reference, on plain single-device arrays (test_reference.py checks it).
-    plain = jax.tree.map(jnp.asarray, (params, x, y))
+    plain = on_the_meshs_platform(mesh, (params, x, y))
     want_value, want_grads = jax.jit(jax.value_and_grad(reference_loss))(*plain)
+    assert want_value.devices() <= set(mesh.devices.flat)  # whatever the default device
     assert_close(value, want_value, VALUES)
     assert_close(flat(grads), flat(want_grads), GRADIENTS)
     # The gradients come back stored like the parameters: no gather at the end.
@@ -97,7 +114,7 @@ def test_train_step_matches_reference_and_float64(rng, devices):
     sharded_momentum, _, _ = place(mesh, momentum, x, y)
     with jax.set_mesh(mesh):
         got = train_step(sharded_params, sharded_momentum, xs, ys)
-    plain = jax.tree.map(jnp.asarray, (params, momentum, x, y))
+    plain = on_the_meshs_platform(mesh, (params, momentum, x, y))
     want = jax.jit(reference_step)(*plain)
     want64 = step_f64(params, momentum, x, y)
     for g, w, w64 in zip(got, want, want64, strict=True):

@@ -59,7 +59,7 @@ limits, so matmul checks registers and SMEM itself before compiling.
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -70,7 +70,8 @@ import jax.numpy as jnp
 if tuple(int(part) for part in jax.__version__.split(".")[:2]) < (0, 11):
     raise ImportError(
         f"the mosaic_gpu backend needs JAX >= 0.11 (this is JAX {jax.__version__}):"
-        " pip install -U 'jax>=0.11,<0.13'"
+        " pip install -U 'jax>=0.11,<0.13' (with Python 3.12 or newer: JAX 0.11 and"
+        " newer publish no wheels for Python 3.11)"
     )
 
 from jax.experimental import pallas as pl  # noqa: E402
@@ -108,13 +109,13 @@ _MAX_ACCUMULATOR = 128 * 128
 _SMEM_BYTES = 227 * 1024  # the most SMEM one thread block can have on Hopper
 _MAX_STAGES = 4
 
-type Activation = Literal["gelu"] | None
+Activation: TypeAlias = Literal["gelu"] | None
 # None: native on a GPU, interpreted elsewhere; True/False; or the interpreter's settings.
-type Interpret = bool | plgpu.InterpretGPUParams | None
+Interpret: TypeAlias = bool | plgpu.InterpretGPUParams | None
 # A kernel's reference to an array in GMEM, SMEM or the accumulator. Pallas
 # declares its functions with JAX-internal ref types (jax._src.state), which
 # code outside JAX cannot name, so this is Any.
-type Ref = Any
+Ref: TypeAlias = Any
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -320,7 +321,10 @@ def _refuse_several_devices() -> None:
         )
 
 
-def native_or_interpreted[T](
+T = TypeVar("T")
+
+
+def native_or_interpreted(
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
     """native(*operands) where they are computed on a GPU, interpreted(*operands)

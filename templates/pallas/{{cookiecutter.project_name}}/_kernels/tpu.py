@@ -15,7 +15,7 @@ and must run in order ("arbitrary").
 
 import functools
 from collections.abc import Callable
-from typing import Final, Literal, overload
+from typing import Final, Literal, TypeAlias, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -47,9 +47,18 @@ TUNING_CANDIDATES = [
 # interpreter reports (tests/test_kernel.py shows it).
 DIMENSION_SEMANTICS: Final = ("parallel", "parallel", "arbitrary")
 
-type Activation = Literal["gelu"] | None
+# What the MXU keeps of each float32 input. At the default precision Mosaic
+# multiplies float32 in one bfloat16 pass (8 of its 24 significand bits: on a
+# TPU v5e, 1e5 to 4e6 ulps off); HIGHEST asks for float32's own (Mosaic's
+# multi-pass float32 matmul, #tpu.contract_precision<fp32>), what
+# tests/op_spec.py declares (matmul_inputs={"tpu": "float32"}).
+# Not Precision.HIGH (three bfloat16 passes): JAX 0.10's Mosaic lowering refuses
+# it. bfloat16 inputs: one pass is exact, so the default.
+MATMUL_PRECISION: Final = {jnp.dtype(jnp.float32): jax.lax.Precision.HIGHEST}
+
+Activation: TypeAlias = Literal["gelu"] | None
 # None: native on a TPU, interpreted elsewhere; True/False; or the interpreter's settings.
-type Interpret = bool | pltpu.InterpretParams | None
+Interpret: TypeAlias = bool | pltpu.InterpretParams | None
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -139,7 +148,10 @@ def matmul(
     in_specs = [pl.BlockSpec(a_block, a_index), pl.BlockSpec(b_block, b_index)]
     operands = [a, b]
     if bias is not None:
-        in_specs.append(pl.BlockSpec((1, bn), lambda i, j, kk: (0, j)))
+        # jnp.int32(0), not 0: under jax_enable_x64 a Python int lowers as
+        # int64, which Mosaic refuses in an index map ("failed to legalize
+        # operation 'func.return'"); the grid indices are int32.
+        in_specs.append(pl.BlockSpec((1, bn), lambda i, j, kk: (jnp.int32(0), j)))
         operands.append(bias.reshape(1, n))
     out_spec = pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j))
     operands, varying = vary_alike(operands)
@@ -214,15 +226,39 @@ def interpreter_for(varying: ManualAxisType) -> bool | pltpu.InterpretParams:
     return pltpu.InterpretParams() if varying.varying else True
 
 
-def native_or_interpreted[T](
+T = TypeVar("T")
+
+
+def native_or_interpreted(
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
     """native(*operands) where the program is lowered for TPU, interpreted(*operands)
     for any other platform: chosen per lowering platform by lax.platform_dependent,
     so that a program exported for TPU from a CPU host holds the kernel itself (the
-    host's jax.default_backend() would have chosen the interpreter)."""
+    host's jax.default_backend() would have chosen the interpreter).
+
+    Called eagerly on arrays, by the devices they are on: lax.platform_dependent
+    evaluated eagerly asks the default device (JAX 0.10 to 0.12), so on a TPU
+    host it gave arrays on a CPU device the native kernel, which the CPU
+    cannot run ("Only interpret mode is supported on CPU backend")."""
+    platform = placed_on(*operands)
+    if platform is not None:
+        return (native if platform == PLATFORM else interpreted)(*operands)
     result: T = jax.lax.platform_dependent(*operands, tpu=native, default=interpreted)
     return result
+
+
+def placed_on(*operands: jax.Array) -> str | None:
+    """The platform of the devices these arrays are on, where they are
+    concrete (an eager call); None while they are traced (jit, vmap, grad),
+    where the program's lowering platform decides. Under eager vmap or grad
+    of arrays on a CPU device, lax.platform_dependent still asks the default
+    device: there, trace under jax.default_device(the CPU device) or pass
+    interpret=True."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in operands):
+        return None
+    platforms = {device.platform for x in operands for device in x.devices()}
+    return platforms.pop() if len(platforms) == 1 else None
 
 
 def _kernel(
@@ -254,7 +290,9 @@ def _kernel(
         a = jnp.where(a_pos < k_total, a, 0)
         b = jnp.where(b_pos < k_total, b, 0)
     contract = (((0 if transpose_a else 1,), (1 if transpose_b else 0,)), ((), ()))
-    acc_ref[...] += jax.lax.dot_general(a, b, contract, preferred_element_type=jnp.float32)
+    acc_ref[...] += jax.lax.dot_general(
+        a, b, contract, precision=MATMUL_PRECISION.get(a.dtype), preferred_element_type=jnp.float32
+    )
 
     @pl.when(kk == pl.num_programs(2) - 1)
     def _epilogue() -> None:

@@ -17,7 +17,7 @@ masked stores.
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -42,13 +42,13 @@ TUNING_CANDIDATES = [
 ]
 COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=3)
 
-type Activation = Literal["gelu"] | None
+Activation: TypeAlias = Literal["gelu"] | None
 # None: native on a GPU, interpreted elsewhere; or True/False.
-type Interpret = bool | None
+Interpret: TypeAlias = bool | None
 # A kernel's reference to an array in global memory. Pallas declares its
 # functions with JAX-internal ref types (jax._src.state), which code outside
 # JAX cannot name, so this is Any.
-type Ref = Any
+Ref: TypeAlias = Any
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -195,15 +195,34 @@ def _refuse_varying(axes: frozenset[str]) -> None:
     )
 
 
-def native_or_interpreted[T](
+T = TypeVar("T")
+
+
+def native_or_interpreted(
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
     """native(*operands) where the program is lowered for GPU, interpreted(*operands)
     for any other platform: chosen per lowering platform by lax.platform_dependent,
     so that a program exported for GPU from a CPU host holds the kernel itself (the
     host's jax.default_backend() would have chosen the interpreter)."""
+    # Eagerly, by the devices the arrays are on: lax.platform_dependent
+    # evaluated eagerly asks the default device (JAX 0.10 to 0.12), which gave
+    # arrays on a CPU device the native kernel on a host with the accelerator.
+    platform = placed_on(*operands)
+    if platform is not None:
+        return (native if platform == "gpu" else interpreted)(*operands)
     result: T = jax.lax.platform_dependent(*operands, cuda=native, default=interpreted)
     return result
+
+
+def placed_on(*operands: jax.Array) -> str | None:
+    """The platform of the devices these arrays are on, where they are
+    concrete (an eager call); None while they are traced (jit, vmap, grad),
+    where the program's lowering platform decides."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in operands):
+        return None
+    platforms = {device.platform for x in operands for device in x.devices()}
+    return platforms.pop() if len(platforms) == 1 else None
 
 
 def _kernel(

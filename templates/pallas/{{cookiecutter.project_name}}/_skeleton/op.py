@@ -17,7 +17,7 @@ jax.shard_map, and so does each slice of a vmapped batch split over them.
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeAlias, TypeVar, cast, get_args
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +36,8 @@ SHARDING_RULE = "m n -> m n"
 WHOLE_AXES: tuple[str, ...] = ()
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
 
-type Implementation = Literal["auto", "kernel", "reference"]
-IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation.__value__)
+Implementation: TypeAlias = Literal["auto", "kernel", "reference"]
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
 # Set to kernel or reference to force that implementation on every call.
 # Read when the op is traced: set it before the first jit call.
 IMPLEMENTATION_ENV = "{{ cookiecutter.package_name.upper() }}_IMPLEMENTATION"
@@ -68,8 +68,28 @@ def {{ cookiecutter.op_name }}(
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
     reference = {{ cookiecutter.op_name }}_reference
+    placed = placed_on_kernels_platform(x)
+    if placed is not None:  # eagerly: by the devices the arrays are on
+        return (native if placed else reference)(x)
     result: jax.Array = jax.lax.platform_dependent(x, **branches, default=reference)
     return result
+
+
+def placed_on_kernels_platform(*arrays: jax.Array) -> bool | None:
+    """Whether concrete arrays (an eager call) are on devices of the kernel's
+    platform; None while they are traced (jit, vmap, grad), where the
+    program's lowering platform decides (lax.platform_dependent). Eagerly,
+    lax.platform_dependent asks the default device (JAX 0.10 to 0.12): on a
+    TPU host, arrays on a CPU device got the native kernel, which the CPU
+    cannot run ("Only interpret mode is supported on CPU backend")."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in arrays):
+        return None
+    platforms = {device.platform for x in arrays for device in x.devices()}
+    # jax.export names a GPU's platform cuda, a jax.Device gpu.
+    return platforms == {_DEVICE_PLATFORMS.get(kernel.PLATFORM, kernel.PLATFORM)}
+
+
+_DEVICE_PLATFORMS = {"cuda": "gpu", "rocm": "gpu"}
 
 
 def kernel_only(
@@ -218,7 +238,10 @@ def _mesh_axes(entry: object) -> tuple[str, ...]:
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-def _batches_per_shard[T](call: Callable[..., T]) -> Callable[..., T]:
+T = TypeVar("T")
+
+
+def _batches_per_shard(call: Callable[..., T]) -> Callable[..., T]:
     """call, whose vmap runs per shard where the batch axis is split over
     Explicit mesh axes: jax.shard_map over them (check_vma=False, as in
     _per_shard) of call vmapped on each device's slice. pallas_call's own

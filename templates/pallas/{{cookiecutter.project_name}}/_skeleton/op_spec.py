@@ -24,7 +24,7 @@ from {{ cookiecutter.package_name }} import (
 from compare import Ulps
 from conformance import Arg, OpSpec, Refuse
 {%- if cookiecutter.backend == "mosaic_gpu" %}
-from conftest import mesh_devices
+from devices import mesh_devices
 {%- endif %}
 
 # TODO: the errors your op may make, in ulps of the dtype. The identity is

@@ -1,7 +1,9 @@
 """What the tests need to know about the TPU target."""
 
+import base64
 import contextlib
 import io
+import re
 
 import jax
 from jax.experimental.pallas import tpu as pltpu
@@ -65,6 +67,31 @@ BACKWARD_ONLY_BAD = ((8, 8, 100), {"block_k": 8})
 def lower(fn, *args) -> str:
     """Lower for a TPU on this host: no TPU needed."""
     return jax.jit(fn).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def mosaic_modules(fn, *args) -> list[str]:
+    """The Mosaic module of each kernel in fn(*args) lowered for a TPU on this
+    host (no TPU needed), as text: what the TPU's compiler would get. Each
+    tpu_custom_call carries its module as base64 MLIR bytecode in its
+    backend_config; read back with the TPU dialect that jaxlib ships (a
+    private module: JAX 0.10 to 0.12 have it at jax._src.lib.tpu)."""
+    from jax._src.lib import tpu
+    from jax._src.lib.mlir import ir
+
+    bodies = re.findall(r"\\22body\\22: \\22([A-Za-z0-9+/=]+)\\22", lower(fn, *args))
+    modules = []
+    for body in bodies:
+        with ir.Context() as context:
+            tpu.register_dialect(context)
+            context.allow_unregistered_dialects = True
+            modules.append(str(ir.Module.parse(base64.b64decode(body))))
+    return modules
+
+
+# How a Mosaic matmul asks for what each float32 input keeps (tests/op_spec.py's
+# matmul_inputs; compare.MATMUL_INPUT_BITS): float32's 24 bits, or one
+# bfloat16 pass, Mosaic's default (no attribute).
+MOSAIC_PRECISION = {"float32": "#tpu.contract_precision<fp32>", "bfloat16": None}
 
 
 def present() -> bool:

@@ -26,7 +26,7 @@ from compare import Ulps
 {% endif -%}
 from conformance import Arg, Collectives, OpSpec, Refuse
 {%- if cookiecutter.backend == "mosaic_gpu" %}
-from conftest import mesh_devices
+from devices import mesh_devices
 {%- endif %}
 from oracle import GRADIENTS, VALUES, {{ cookiecutter.op_name }}_f64
 
@@ -174,6 +174,10 @@ SPEC = OpSpec(
 {%- if cookiecutter.backend == "tpu" %}
     # Lowered for a TPU from this host, the program holds the Mosaic kernel.
     platforms={"cpu": "", "tpu": r"tpu_custom_call"},
+    # The kernel's dots ask for float32's own bits (kernel.MATMUL_PRECISION:
+    # HIGHEST, Mosaic's multi-pass float32 matmul; its default is one
+    # bfloat16 pass); test_kernel.py checks the kernels' Mosaic modules.
+    matmul_inputs={"tpu": "float32"},
 {%- elif cookiecutter.backend == "mosaic_gpu" %}
     # None for this op ("kernel"): it is interpreted here (the choice is the
     # host's, as lax.platform_dependent cannot hold the interpreter's ordered

@@ -12,7 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import plot  # noqa: E402  (benchmarks/plot.py; matplotlib comes with the test extra)
-
 from devices import cpu_subprocess_env  # noqa: E402
 
 # How a project refuses an option the installed JAX cannot run (api=hijax on

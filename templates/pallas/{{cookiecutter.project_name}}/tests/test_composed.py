@@ -58,6 +58,26 @@ def runs_kernel(calls, fn, *args):
 # --- implementation="auto" | "kernel" | "reference" -------------------------------------
 
 
+@pytest.fixture
+def kernels_platform_host(monkeypatch):
+    """This host made, as far as the op can tell, one whose default device is
+    of the kernel's platform: jax.export's default platform says so, and
+    lax.platform_dependent called eagerly takes the branch of that platform,
+    as JAX 0.10 to 0.12 do there (eagerly they ask the default device, not
+    the arrays': on a TPU host, arrays on a CPU device got the native kernel,
+    "Only interpret mode is supported on CPU backend"). Traced, it is JAX's
+    own, which chooses per lowering platform."""
+    monkeypatch.setattr(kernel, "default_export_platform", lambda: kernel.PLATFORM)
+    platform_dependent = jax.lax.platform_dependent
+
+    def as_on_that_host(*args, default=None, **branches):
+        if any(isinstance(x, jax.core.Tracer) for x in args):
+            return platform_dependent(*args, default=default, **branches)
+        return branches.get(kernel.PLATFORM, default)(*args)
+
+    monkeypatch.setattr(jax.lax, "platform_dependent", as_on_that_host)
+
+
 def export_default(platforms, shape=(8, 128, 128)):
     """{{ cookiecutter.op_name }} with its default arguments (implementation="auto"), exported
     from this host for platforms."""
@@ -76,16 +96,18 @@ def test_auto_exports_the_native_kernel_for_its_platform():
     assert target.KERNEL_CALL in export_default((target.EXPORT_PLATFORM,)).mlir_module()
 
 
-def test_auto_is_the_reference_off_the_kernels_platform(rng):
+def test_auto_is_the_reference_off_the_kernels_platform(rng, kernels_platform_host):
     # Lowered for the CPU, auto is the reference: plain XLA ops, neither the
     # kernel's custom call nor the interpreter (a while loop over the grid,
     # and for Mosaic GPU host callbacks, both custom calls or loops).
     module = export_default(("cpu",)).mlir_module()
     assert "custom_call" not in module and "stablehlo.while" not in module
     assert module.count("stablehlo.dot_general") == 1
-    # On CPU devices, whatever this host's default device is.
+    # On CPU devices, whatever this host's default device is (kernels_platform_host).
     args = jax.device_put(operands(rng, (8, 128, 128)), jax.devices("cpu")[0])
-    np.testing.assert_array_equal({{ cookiecutter.op_name }}(*args), {{ cookiecutter.op_name }}_reference(*args))
+    want = {{ cookiecutter.op_name }}_reference(*args)
+    np.testing.assert_array_equal({{ cookiecutter.op_name }}(*args), want)
+    np.testing.assert_array_equal({{ cookiecutter.op_name }}_partitioned(*args), want)
 
 
 def test_one_artifact_for_the_cpu_and_the_kernels_platform():
@@ -102,17 +124,18 @@ def test_kernel_and_reference_on_request(rng, kernel_calls):
     args = operands(rng, (8, 128, 128))
     assert runs_kernel(kernel_calls, partial({{ cookiecutter.op_name }}, implementation="kernel"), *args)
     assert not runs_kernel(kernel_calls, partial({{ cookiecutter.op_name }}, implementation="reference"), *args)
+    # The reference itself (test_reference.py checks its values).
     got = {{ cookiecutter.op_name }}(*args, implementation="reference")
-    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), VALUES)
+    np.testing.assert_array_equal(got, {{ cookiecutter.op_name }}_reference(*args))
 
 
-def test_the_kernel_on_cpu_devices_is_interpreted_whatever_the_host(rng, monkeypatch):
+def test_the_kernel_on_cpu_devices_is_interpreted_whatever_the_host(rng, kernels_platform_host):
     """The kernel runs natively or interpreted by the devices it runs on, not
     by this host's default platform: on a host with one GPU the sharding tests
     use simulated CPU devices, where a kernel compiled for the GPU cannot run.
-    Here the host claims the kernel's platform; the CPU devices still get the
-    interpreter (or, where it cannot run, the op's own refusal)."""
-    monkeypatch.setattr(kernel, "default_export_platform", lambda: kernel.PLATFORM)
+    Here the host claims the kernel's platform (kernels_platform_host); the
+    CPU devices still get the interpreter (or, where it cannot run, the op's
+    own refusal)."""
     args = operands(rng, (64, 128, 128))
     want = {{ cookiecutter.op_name }}_f64(*args)
     run = partial({{ cookiecutter.op_name }}, implementation="kernel")

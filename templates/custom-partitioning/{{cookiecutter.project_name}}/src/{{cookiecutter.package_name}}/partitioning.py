@@ -10,7 +10,7 @@ of your own uses it as it is.
 import math
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -20,12 +20,12 @@ from jax.custom_batching import custom_vmap
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
 
 # The mesh axes one array axis is sharded over (None: not sharded).
-type AxisNames = str | tuple[str, ...] | None
+AxisNames: TypeAlias = str | tuple[str, ...] | None
 # A sharding's mesh (concrete when the partitioner calls the rule).
-type AnyMesh = Mesh | AbstractMesh
+AnyMesh: TypeAlias = Mesh | AbstractMesh
 # What custom_partitioning passes a partition callback: abstract arrays with
 # their shardings, one per operand.
-type Shapes = tuple[jax.ShapeDtypeStruct, ...]
+Shapes: TypeAlias = tuple[jax.ShapeDtypeStruct, ...]
 
 
 def explicit(x: jax.Array) -> bool:

@@ -37,7 +37,7 @@ einsum-like description of how operand and result dimensions relate.
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -352,7 +352,7 @@ def _bwd(
 
 
 # The backward's residuals: its operands.
-type BwdResiduals = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+BwdResiduals: TypeAlias = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 def _bwd_fwd(
@@ -390,7 +390,7 @@ def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 
 # Residuals: x, the top-k indices and values, and each row's log-sum-exp.
-type Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 def _top_k_fwd(x: jax.Array, k: int) -> tuple[tuple[jax.Array, jax.Array], Residuals]:

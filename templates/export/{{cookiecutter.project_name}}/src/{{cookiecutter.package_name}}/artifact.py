@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -46,12 +46,12 @@ _DEVICE_PLATFORM_ALIASES = {"gpu": ("cuda", "rocm")}
 # forgotten signature is only checked again, in microseconds.
 CHECKED_SIGNATURES = 128
 # An artifact's metadata, NAME.json as json.load reads it.
-type Metadata = dict[str, Any]
+Metadata: TypeAlias = dict[str, Any]
 # Arrays by input name, as random_inputs makes them and np.load reads them.
-type Inputs = dict[str, npt.NDArray[Any]]
-type StrPath = str | os.PathLike[str]
+Inputs: TypeAlias = dict[str, npt.NDArray[Any]]
+StrPath: TypeAlias = str | os.PathLike[str]
 # What the input checks depend on: each input's shape and dtype.
-type Signature = tuple[tuple[tuple[int, ...], np.dtype[Any]], ...]
+Signature: TypeAlias = tuple[tuple[tuple[int, ...], np.dtype[Any]], ...]
 
 
 def input_specs() -> list[jax.ShapeDtypeStruct]:
@@ -168,9 +168,10 @@ def check_platform(
     committed inputs) run on that device's platform: a CPU array on a GPU host
     runs on the CPU, and a GPU array is refused by a CPU-only artifact.
     Uncommitted ones (NumPy arrays, Python scalars) would run on the default
-    device: where the artifact lacks its platform, they go to a device of one
-    it has instead (choose_device: a CPU-only artifact on a GPU host runs on
-    the CPU)."""
+    device (default_platform): where the artifact lacks its platform, they go
+    to a device of one it has instead (choose_device: a CPU-only artifact on a
+    GPU host runs on the CPU), unless jax.default_device pinned that device:
+    then they are refused, naming the platform they would have run on."""
     platforms: set[str] = set()
     for arg in args:
         if isinstance(arg, jax.core.Tracer):
@@ -183,21 +184,35 @@ def check_platform(
             # A device's own name: "gpu" on NVIDIA and AMD GPUs alike.
             platforms.update(device.platform for device in arg.devices())
     if not platforms:
-        if jax.config.jax_default_device is not None:
-            # jax.default_device chose the device: rather than repeat how
-            # jax.jit reads that setting, leave the check to Exported.call.
+        here = default_platform()
+        if (error := platform_error(exported_platforms, here)) is None:
             return None
-        # The canonical name ("cuda"), as the artifact records it; not
-        # jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU.
-        platforms = {export.default_export_platform()}
-        if any(platform_error(exported_platforms, p) for p in platforms):
-            return choose_device(exported_platforms, available_devices())
-        return None
+        if jax.config.jax_default_device is not None:
+            # The caller pinned the device (jax.default_device): refuse,
+            # rather than run somewhere else than they asked.
+            raise ValueError(error)
+        return choose_device(exported_platforms, available_devices())
     # Inputs on two platforms are refused by jax.jit itself.
     for platform in sorted(platforms):
         if error := platform_error(exported_platforms, platform):
             raise ValueError(error)
     return None
+
+
+def default_platform() -> str:
+    """The platform that uncommitted inputs (NumPy arrays, Python scalars)
+    run on, as jax.export names it: that of jax_default_device where it is
+    set (a Device or a platform name: jax.default_device, or a project that
+    pins its work to the CPU on an accelerator host), else the default
+    backend's. The canonical name ("cuda"), as the artifact records it; not
+    jax.devices()[0].platform, which is "gpu" on an NVIDIA GPU."""
+    default = jax.config.jax_default_device
+    if default is None:
+        return export.default_export_platform()
+    platform: str = getattr(default, "platform", default)
+    backend = export.default_export_platform()
+    # "gpu" is the default backend's GPU, whose canonical name JAX knows.
+    return backend if backend in _DEVICE_PLATFORM_ALIASES.get(platform, ()) else platform
 
 
 def available_devices() -> dict[str, list[jax.Device]]:
@@ -390,7 +405,10 @@ def _inexact(x: jax.Array) -> bool:
     return bool(jnp.issubdtype(x.dtype, jnp.inexact))
 
 
-def _varying_like[T](out: T, args: Sequence[jax.Array]) -> T:
+T = TypeVar("T")
+
+
+def _varying_like(out: T, args: Sequence[jax.Array]) -> T:
     """out, varying over every manual mesh axis (inside shard_map) that any
     of args varies over: what each shard computes differs per shard."""
     axes = set().union(*(jax.typeof(a).manual_axis_type.varying for a in args))
@@ -404,7 +422,10 @@ def _varying_like[T](out: T, args: Sequence[jax.Array]) -> T:
     return varying
 
 
-def _folding_vmap_axis_into_batch[F: Callable[..., Any]](fn: F) -> F:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _folding_vmap_axis_into_batch(fn: F) -> F:
     """fn, whose inputs and outputs all have the batch dimension b first, with
     a vmap rule: vmap's axis folds into b, (n, b, ...) -> (n*b, ...), so the
     artifact runs once on the whole batch, as it was exported to."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from functools import cache, partial, wraps
 from operator import attrgetter
-from typing import Any
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -109,7 +109,11 @@ def _attributes(given: dict[str, Any]) -> tuple[tuple[str, np.float64], ...]:
 _PARTITIONED: ContextVar[bool] = ContextVar(f"{OP}_partitioned", default=True)
 
 
-def for_export[**A, R](f: Callable[A, R]) -> Callable[A, R]:
+A = ParamSpec("A")
+R = TypeVar("R")
+
+
+def for_export(f: Callable[A, R]) -> Callable[A, R]:
     """f, with the op's handlers called as plain FFI calls while it is traced:
     export `jax.jit(for_export(f))` where f calls the op on several devices.
 
@@ -161,10 +165,10 @@ def _backward_results(x: jax.Array) -> tuple[tuple[tuple[int, ...], DTypeLike], 
 
 
 # --- The declaration, read ---------------------------------------------------------
-type Axes = tuple[str, ...]  # one array's axes in the declaration, e.g. ("...", "n")
-type Spec = tuple[Any, ...]  # the mesh axes each axis of an array is split over
-type Layouts = tuple[NamedSharding, ...]  # one per operand, or one per result
-type Results = Callable[[jax.Array], tuple[tuple[tuple[int, ...], DTypeLike], ...]]
+Axes: TypeAlias = tuple[str, ...]  # one array's axes in the declaration, e.g. ("...", "n")
+Spec: TypeAlias = tuple[Any, ...]  # the mesh axes each axis of an array is split over
+Layouts: TypeAlias = tuple[NamedSharding, ...]  # one per operand, or one per result
+Results: TypeAlias = Callable[[jax.Array], tuple[tuple[tuple[int, ...], DTypeLike], ...]]
 
 
 def _declared(axes: str) -> tuple[list[Axes], list[Axes]]:
@@ -193,7 +197,7 @@ def _spec(axes: Axes, leading: Spec, named: dict[str, Any]) -> jax.P:
 
 # The mesh axes that a shard_map leaves to the partitioner (axis_names=...):
 # each (name, size), in mesh order.
-type FreeAxes = tuple[tuple[str, int], ...]
+FreeAxes: TypeAlias = tuple[tuple[str, int], ...]
 
 
 def _free_axes(x: jax.Array) -> FreeAxes:

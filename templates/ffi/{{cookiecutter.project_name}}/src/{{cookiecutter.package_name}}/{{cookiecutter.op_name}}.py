@@ -22,6 +22,7 @@ grad works (an ffi_call has no autodiff rule of its own).
 {%- endif %}
 
 from functools import partial
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -137,7 +138,7 @@ def _{{ cookiecutter.op_name }}(x: jax.Array, eps: float) -> jax.Array:
 
 
 # The residuals: x and the forward's residual per row.
-type Residuals = tuple[jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array]
 
 
 def _{{ cookiecutter.op_name }}_fwd(x: jax.Array, eps: float) -> tuple[jax.Array, Residuals]:

@@ -48,6 +48,7 @@ sharding shard_map expects.
 """
 
 from functools import partial
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -64,7 +65,7 @@ from .{{ op }} import SPLIT, WEIGHTS, {{ op }}
 {%- endif %}
 
 # One tuple of weights per residual block, in the order of WEIGHTS.
-type Params = list[tuple[jax.Array, ...]]
+Params: TypeAlias = list[tuple[jax.Array, ...]]
 
 DATA = "data"  # mesh axis of the batch and of the FSDP weight shards
 TENSOR_PARALLEL = {{ "True" if cookiecutter.parallelism == "fsdp-tp" else "False" }}

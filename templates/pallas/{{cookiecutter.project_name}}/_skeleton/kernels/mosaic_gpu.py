@@ -12,7 +12,7 @@ simulating GMEM, SMEM, the TMA and the barriers.
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,8 @@ import jax.numpy as jnp
 if tuple(int(part) for part in jax.__version__.split(".")[:2]) < (0, 11):
     raise ImportError(
         f"the mosaic_gpu backend needs JAX >= 0.11 (this is JAX {jax.__version__}):"
-        " pip install -U 'jax>=0.11,<0.13'"
+        " pip install -U 'jax>=0.11,<0.13' (with Python 3.12 or newer: JAX 0.11 and"
+        " newer publish no wheels for Python 3.11)"
     )
 
 from jax.experimental import pallas as pl  # noqa: E402
@@ -38,10 +39,10 @@ PLATFORM = "cuda"
 DEFAULT_BLOCK_M = 64
 
 # None: native on a GPU, interpreted elsewhere; True/False; or the interpreter's settings.
-type Interpret = bool | plgpu.InterpretGPUParams | None
+Interpret: TypeAlias = bool | plgpu.InterpretGPUParams | None
 # A kernel's reference to an array in GMEM or SMEM (Pallas's ref types are
 # JAX-internal).
-type Ref = Any
+Ref: TypeAlias = Any
 
 
 def check_block(name: str, block: tuple[int, ...], array: jax.Array) -> None:
@@ -175,7 +176,10 @@ def _refuse_several_devices() -> None:
         )
 
 
-def native_or_interpreted[T](
+T = TypeVar("T")
+
+
+def native_or_interpreted(
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
     """native(*operands) where they are computed on a GPU, interpreted(*operands)

@@ -8,6 +8,7 @@ computes on it there, and the output tile is copied back.
 
 import functools
 from collections.abc import Callable
+from typing import TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,7 @@ PLATFORM = "tpu"
 DEFAULT_BLOCK_M = 8
 
 # None: native on a TPU, interpreted elsewhere; True/False; or the interpreter's settings.
-type Interpret = bool | pltpu.InterpretParams | None
+Interpret: TypeAlias = bool | pltpu.InterpretParams | None
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -49,7 +50,10 @@ def scale(x: jax.Array, factor: float, *, block_m: int, interpret: Interpret = N
     interpreter = interpreter_for(varying)
     if interpret is True:
         interpret = interpreter
-    spec = pl.BlockSpec((bm, n), lambda i: (i, 0))
+    # jnp.int32(0), not 0: under jax_enable_x64 a Python int lowers as int64,
+    # which Mosaic refuses in an index map ("failed to legalize operation
+    # 'func.return'"); the grid index is int32.
+    spec = pl.BlockSpec((bm, n), lambda i: (i, jnp.int32(0)))
     call = functools.partial(
         pl.pallas_call,
         functools.partial(_kernel, factor=factor),
@@ -100,11 +104,30 @@ def interpreter_for(varying: ManualAxisType) -> bool | pltpu.InterpretParams:
     return pltpu.InterpretParams() if varying.varying else True
 
 
-def native_or_interpreted[T](
+T = TypeVar("T")
+
+
+def native_or_interpreted(
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
     """native(*operands) where the program is lowered for TPU, interpreted(*operands)
     for any other platform (lax.platform_dependent), so that a program exported
     for TPU from a CPU host holds the kernel itself."""
+    # Eagerly, by the devices the arrays are on: lax.platform_dependent
+    # evaluated eagerly asks the default device (JAX 0.10 to 0.12), which gave
+    # arrays on a CPU device the native kernel on a host with the accelerator.
+    platform = placed_on(*operands)
+    if platform is not None:
+        return (native if platform == PLATFORM else interpreted)(*operands)
     result: T = jax.lax.platform_dependent(*operands, tpu=native, default=interpreted)
     return result
+
+
+def placed_on(*operands: jax.Array) -> str | None:
+    """The platform of the devices these arrays are on, where they are
+    concrete (an eager call); None while they are traced (jit, vmap, grad),
+    where the program's lowering platform decides."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in operands):
+        return None
+    platforms = {device.platform for x in operands for device in x.devices()}
+    return platforms.pop() if len(platforms) == 1 else None

@@ -8,6 +8,7 @@ computes on it, and stores the output tile.
 
 import functools
 from collections.abc import Callable
+from typing import TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +25,7 @@ DEFAULT_BLOCK_M = 16
 COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=1)
 
 # None: native on a GPU, interpreted elsewhere; or True/False.
-type Interpret = bool | None
+Interpret: TypeAlias = bool | None
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -106,11 +107,30 @@ def _refuse_varying(axes: frozenset[str]) -> None:
     )
 
 
-def native_or_interpreted[T](
+T = TypeVar("T")
+
+
+def native_or_interpreted(
     native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
 ) -> T:
     """native(*operands) where the program is lowered for a GPU, interpreted(*operands)
     for any other platform (lax.platform_dependent), so that a program exported
     for a GPU from a CPU host holds the kernel itself."""
+    # Eagerly, by the devices the arrays are on: lax.platform_dependent
+    # evaluated eagerly asks the default device (JAX 0.10 to 0.12), which gave
+    # arrays on a CPU device the native kernel on a host with the accelerator.
+    platform = placed_on(*operands)
+    if platform is not None:
+        return (native if platform == "gpu" else interpreted)(*operands)
     result: T = jax.lax.platform_dependent(*operands, cuda=native, default=interpreted)
     return result
+
+
+def placed_on(*operands: jax.Array) -> str | None:
+    """The platform of the devices these arrays are on, where they are
+    concrete (an eager call); None while they are traced (jit, vmap, grad),
+    where the program's lowering platform decides."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in operands):
+        return None
+    platforms = {device.platform for x in operands for device in x.devices()}
+    return platforms.pop() if len(platforms) == 1 else None

@@ -37,7 +37,7 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 import jax
 import numpy as np
@@ -47,7 +47,7 @@ BLOCK_TABLE_ENV = "{{ cookiecutter.package_name.upper() }}_BLOCK_TABLE"
 PACKAGED = "block_table.json"
 KEYS = ("block_m", "block_n", "block_k")
 
-type Table = dict[str, dict[str, dict[str, list[int]]]]
+Table: TypeAlias = dict[str, dict[str, dict[str, list[int]]]]
 
 
 class Tuned(NamedTuple):

@@ -29,7 +29,7 @@ too, give each its own custom_partitioning op with its own rule.
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -50,14 +50,15 @@ from .{{ cookiecutter.op_name }} import (
     Implementation,
     check_operands,
     kernel_only,
+    placed_on_kernels_platform,
     resolve_implementation,
 )
 
 # What custom_partitioning passes a partition callback: abstract arrays with
 # their shardings, one per operand.
-type Shapes = tuple[jax.ShapeDtypeStruct, ...]
+Shapes: TypeAlias = tuple[jax.ShapeDtypeStruct, ...]
 # The op's keyword arguments, as a hashable (static) tuple of pairs.
-type Options = tuple[tuple[str, object], ...]
+Options: TypeAlias = tuple[tuple[str, object], ...]
 # The op's kernel, whatever its operands (SHARDING_RULE names them).
 run_kernel: Callable[..., jax.Array] = kernel_only
 
@@ -82,6 +83,9 @@ def {{ cookiecutter.op_name }}_partitioned(
     # "auto": per lowering platform, as in {{ cookiecutter.op_name }}.
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
+    placed = placed_on_kernels_platform(*arrays)
+    if placed is not None:  # eagerly: by the devices the arrays are on
+        return (native if placed else reference)(*arrays)
     result: jax.Array = jax.lax.platform_dependent(*arrays, **branches, default=reference)
     return result
 

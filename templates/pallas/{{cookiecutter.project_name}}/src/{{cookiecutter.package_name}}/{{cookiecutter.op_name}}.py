@@ -21,8 +21,9 @@ Around the kernel, what makes it usable in a model:
   variable IMPLEMENTATION_ENV, which overrides it everywhere): "auto" runs the
   kernel on its own hardware and the plain-JAX reference anywhere else,
   chosen per platform the program is lowered for (lax.platform_dependent),
-  not by the host that traces it: exported for a TPU from a CPU host, the
-  program holds the kernel.
+  or in an eager call by the devices its arrays are on, not by the host that
+  traces it: exported for a TPU from a CPU host, the program holds the
+  kernel; on a TPU host, arrays on a CPU device get the reference.
 - Block sizes come from the tuned table (block_table.py) for the device the
   kernel runs on when the caller gives none, else from kernel.DEFAULT_BLOCKS.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
@@ -34,7 +35,7 @@ Around the kernel, what makes it usable in a model:
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, NamedTuple, cast, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast, get_args
 
 import jax
 import jax.numpy as jnp
@@ -54,8 +55,8 @@ SHARDING_RULE = "m k, k n, n -> m n"
 WHOLE_AXES = ("k",)
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
 
-type Implementation = Literal["auto", "kernel", "reference"]
-IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation.__value__)
+Implementation: TypeAlias = Literal["auto", "kernel", "reference"]
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
 # Set to kernel or reference to force that implementation on every call,
 # whatever the caller passed (say, reference to rule the kernel out of a bug
 # hunt). Read when the op is traced: set it before the first jit call.
@@ -114,8 +115,28 @@ def {{ cookiecutter.op_name }}(
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
     reference = {{ cookiecutter.op_name }}_reference
+    placed = placed_on_kernels_platform(a, b, bias)
+    if placed is not None:  # eagerly: by the devices the arrays are on
+        return (native if placed else reference)(a, b, bias)
     result: jax.Array = jax.lax.platform_dependent(a, b, bias, **branches, default=reference)
     return result
+
+
+def placed_on_kernels_platform(*arrays: jax.Array) -> bool | None:
+    """Whether concrete arrays (an eager call) are on devices of the kernel's
+    platform; None while they are traced (jit, vmap, grad), where the
+    program's lowering platform decides (lax.platform_dependent). Eagerly,
+    lax.platform_dependent asks the default device (JAX 0.10 to 0.12): on a
+    TPU host, arrays on a CPU device got the native kernel, which the CPU
+    cannot run ("Only interpret mode is supported on CPU backend")."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in arrays):
+        return None
+    platforms = {device.platform for x in arrays for device in x.devices()}
+    # jax.export names a GPU's platform cuda, a jax.Device gpu.
+    return platforms == {_DEVICE_PLATFORMS.get(kernel.PLATFORM, kernel.PLATFORM)}
+
+
+_DEVICE_PLATFORMS = {"cuda": "gpu", "rocm": "gpu"}
 
 
 def kernel_only(
@@ -293,7 +314,10 @@ def _mesh_axes(entry: object) -> tuple[str, ...]:
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-def _batches_per_shard[T](call: Callable[..., T]) -> Callable[..., T]:
+T = TypeVar("T")
+
+
+def _batches_per_shard(call: Callable[..., T]) -> Callable[..., T]:
     """call, whose vmap runs per shard where the batch axis is split over
     Explicit mesh axes (jit(vmap(op)) on a batch placed over a mesh).
 
@@ -387,7 +411,7 @@ def _differentiable(
 
 {% if cookiecutter.backward == "kernel" -%}
 # The residuals: the operands and the float32 pre-activation z.
-type Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 def _fwd(
@@ -460,7 +484,7 @@ def _bwd(
     return da, db, jnp.sum(dz, axis=0).astype(bias.dtype)
 {%- else -%}
 # The residuals: the operands, for the reference's VJP.
-type Residuals = tuple[jax.Array, jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array, jax.Array]
 
 
 def _fwd(

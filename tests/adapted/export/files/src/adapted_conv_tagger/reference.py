@@ -2,13 +2,15 @@
 artifact is checked against (tests/op_spec.py holds its float64 NumPy oracle).
 """
 
+from typing import TypeAlias
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 # The model's weights by name: what init_params returns and conv_tagger takes.
-type Params = dict[str, jax.Array]
+Params: TypeAlias = dict[str, jax.Array]
 
 FEATURES = 16  # static: part of the artifact's input signature
 CHANNELS = 32

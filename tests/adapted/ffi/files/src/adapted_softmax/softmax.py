@@ -9,6 +9,8 @@ grad works (an ffi_call has no autodiff rule of its own). The handlers take
 no attributes.
 """
 
+from typing import TypeAlias
+
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
@@ -78,7 +80,7 @@ def _softmax(x: jax.Array) -> jax.Array:
 
 
 # The residuals: x and the maximum per row.
-type Residuals = tuple[jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array]
 
 
 def _softmax_fwd(x: jax.Array) -> tuple[jax.Array, Residuals]:

@@ -16,7 +16,7 @@ import functools
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeAlias, TypeVar, cast, get_args
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +36,8 @@ WHOLE_AXES = ("n",)
 BACKWARD = "kernel"
 DEFAULT_BLOCK_M = 128
 
-type Implementation = Literal["auto", "kernel", "reference"]
-IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation.__value__)
+Implementation: TypeAlias = Literal["auto", "kernel", "reference"]
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
 IMPLEMENTATION_ENV = "ADAPTED_SOFTMAX_IMPLEMENTATION"
 
 
@@ -207,7 +207,10 @@ def _per_shard(local: Callable[..., jax.Array], x: jax.Array) -> jax.Array:
     return result
 
 
-def _batches_per_shard[T](call: Callable[..., T]) -> Callable[..., T]:
+T = TypeVar("T")
+
+
+def _batches_per_shard(call: Callable[..., T]) -> Callable[..., T]:
     """call, whose vmap runs per shard where the batch axis is split over
     Explicit mesh axes: jax.shard_map over them (check_vma=False, as in
     _per_shard) of call vmapped on each device's slice. pallas_call's own

@@ -10,6 +10,7 @@ the two attributes, eps and scale.
 """
 
 from functools import partial
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -92,7 +93,7 @@ def _scaled_norm(x: jax.Array, eps: float, scale: float) -> jax.Array:
 
 
 # The residuals: x and 1/rms per row.
-type Residuals = tuple[jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array]
 
 
 def _scaled_norm_fwd(x: jax.Array, eps: float, scale: float) -> tuple[jax.Array, Residuals]:

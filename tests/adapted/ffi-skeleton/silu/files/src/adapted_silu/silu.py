@@ -7,6 +7,8 @@ grad works (an ffi_call has no autodiff rule of its own). The handlers take
 no attributes, and need no residual (it is 0).
 """
 
+from typing import TypeAlias
+
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
@@ -76,7 +78,7 @@ def _silu(x: jax.Array) -> jax.Array:
 
 
 # The residuals: x and the forward's residual.
-type Residuals = tuple[jax.Array, jax.Array]
+Residuals: TypeAlias = tuple[jax.Array, jax.Array]
 
 
 def _silu_fwd(x: jax.Array) -> tuple[jax.Array, Residuals]:
