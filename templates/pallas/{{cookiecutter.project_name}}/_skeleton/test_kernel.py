@@ -18,7 +18,6 @@ import target
 from conformance import assert_grads, assert_outputs, cotangents_for, make_args, oracle, vjp_oracle
 from op_spec import SPEC
 
-
 # JAX's Pallas TPU interpreter with two simulated cores (the strict settings)
 # failed on a TPU VM's host (one TPU v5e, JAX 0.10.2, 2026-12-06): a core's
 # thread found the interpreter's shared memory gone ("assert _shared_memory is
