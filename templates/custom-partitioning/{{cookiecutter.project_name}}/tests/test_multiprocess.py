@@ -10,27 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from devices import MISSING_FACILITY
+from devices import free_port
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    """A free TCP port on the loopback, for jax.distributed's coordinator, once a
-    connection on the loopback went through; the test skips where none can (a sandbox
-    without sockets, a network namespace whose loopback is down)."""
-    try:
-        with socket.socket() as server:  # the probe, on a port of its own
-            server.bind(("127.0.0.1", 0))
-            server.listen()
-            server.settimeout(10)
-            with socket.create_connection(server.getsockname(), timeout=10):
-                server.accept()[0].close()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-    except OSError as err:
-        pytest.skip(f"{MISSING_FACILITY}no TCP socket can be opened on the loopback: {err}")
 
 
 def test_without_sockets_the_two_processes_skip_naming_them(monkeypatch):

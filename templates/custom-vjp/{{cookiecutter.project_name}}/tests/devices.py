@@ -1,11 +1,12 @@
 """The machine the tests run on: the devices a test's mesh runs on, the
-environment of a Python subprocess, and how a test names a facility the
-machine lacks. One home for these rules, imported by tests/conftest.py, the
-conformance matrix and the op's own tests, and safe for benchmarks/bench.py
-to import too (it changes no JAX setting: the 8 simulated CPU devices and
-float64 are turned on by tests/conftest.py alone)."""
+environment of a Python subprocess, a free port on the loopback, and how a
+test names a facility the machine lacks. One home for these rules, imported
+by tests/conftest.py, the conformance matrix and the op's own tests, and safe
+for benchmarks/bench.py to import too (it changes no JAX setting: the 8
+simulated CPU devices and float64 are turned on by tests/conftest.py alone)."""
 
 import os
+import socket
 
 import jax
 
@@ -52,3 +53,23 @@ def cpu_subprocess_env(**extra):
 # facility, never by the platform's name. Under REQUIRE_ACCELERATOR such a skip
 # stays a skip (conftest.py): the operating system lacks it, not the accelerator.
 MISSING_FACILITY = "missing facility: "
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback (jax.distributed's coordinator, say), once a
+    connection on the loopback went through; a test that asks skips where none can (a
+    sandbox without sockets, a network namespace whose loopback is down)."""
+    import pytest  # here, not at the top: benchmarks/bench.py imports this module
+
+    try:
+        with socket.socket() as server:  # the probe, on a port of its own
+            server.bind(("127.0.0.1", 0))
+            server.listen()
+            server.settimeout(10)
+            with socket.create_connection(server.getsockname(), timeout=10):
+                server.accept()[0].close()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    except OSError as err:
+        pytest.skip(f"{MISSING_FACILITY}no TCP socket can be opened on the loopback: {err}")
