@@ -25,7 +25,7 @@ from adapted_swiglu import loss, make_mesh, reference_loss
 
 from compare import Ulps
 from conformance import Arg, Collectives, OpSpec, Refuse
-from conftest import mesh_devices
+from devices import mesh_devices
 
 # How far the sharded model may be from the float64 oracle (the reference
 # model in float64), in ulps (tests/compare.py).

@@ -59,8 +59,28 @@ def softmax(
         return run(x)
     native = partial(run, interpret=False if interpret is None else interpret)
     branches = {kernel.PLATFORM: native}
+    placed = placed_on_kernels_platform(x)
+    if placed is not None:  # eagerly: by the devices the arrays are on
+        return (native if placed else softmax_reference)(x)
     result: jax.Array = jax.lax.platform_dependent(x, **branches, default=softmax_reference)
     return result
+
+
+def placed_on_kernels_platform(*arrays: jax.Array) -> bool | None:
+    """Whether concrete arrays (an eager call) are on devices of the kernel's
+    platform; None while they are traced (jit, vmap, grad), where the
+    program's lowering platform decides (lax.platform_dependent). Eagerly,
+    lax.platform_dependent asks the default device (JAX 0.10 to 0.12): on a
+    TPU host, arrays on a CPU device got the native kernel, which the CPU
+    cannot run ("Only interpret mode is supported on CPU backend")."""
+    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in arrays):
+        return None
+    platforms = {device.platform for x in arrays for device in x.devices()}
+    # jax.export names a GPU's platform cuda, a jax.Device gpu.
+    return platforms == {_DEVICE_PLATFORMS.get(kernel.PLATFORM, kernel.PLATFORM)}
+
+
+_DEVICE_PLATFORMS = {"cuda": "gpu", "rocm": "gpu"}
 
 
 def kernel_only(
@@ -114,7 +134,10 @@ def _rows(
     interpreter = kernel.interpreter_for(varying)
     if interpret is True:
         interpret = interpreter
-    spec = pl.BlockSpec((bm, n), lambda i: (i, 0))
+    # jnp.int32(0), not 0: under jax_enable_x64 a Python int lowers as int64,
+    # which Mosaic refuses in an index map ("failed to legalize operation
+    # 'func.return'"); the grid index is int32.
+    spec = pl.BlockSpec((bm, n), lambda i: (i, jnp.int32(0)))
     call = functools.partial(
         pl.pallas_call,
         body,
