@@ -67,28 +67,25 @@ def test_example_passes_its_tests(example):
     assert " passed" in result.stdout
 
 
-# The examples' compiled FFI handlers come from this environment's kit build,
-# against the newest JAX's FFI headers, which the oldest JAX's runtime does not
-# register ("no handler registered ... on a platform Host"); a user on the
-# oldest JAX builds the kit against its headers. So under the oldest JAX the
-# FFI example is left out and the ladder runs without its FFI rung.
-OLDEST_JAX_LEAVES_OUT = {"ffi": None, "ladder": "not ffi"}
+# The FFI handlers of examples/ffi and examples/ladder come from this
+# environment's kit build, against the newest JAX's FFI headers, and register
+# when the example is imported; the oldest jaxlib refuses them ("the handler's
+# API version (0.5) is incompatible with the framework's API version (0.3)"),
+# and then no test of the example can run. A user on the oldest JAX builds the
+# kit against its headers. So those two examples are left out here.
+OLDEST_JAX_LEAVES_OUT = {"ffi", "ladder"}
 
 
 @pytest.mark.parametrize(
-    "example",
-    [e for e in EXAMPLES if OLDEST_JAX_LEAVES_OUT.get(e.name, "") is not None],
-    ids=lambda p: p.name,
+    "example", [e for e in EXAMPLES if e.name not in OLDEST_JAX_LEAVES_OUT], ids=lambda p: p.name
 )
 def test_example_passes_its_tests_on_the_oldest_jax(example):
     """The examples stay inside the JAX window: a user on Python 3.11 gets
     JAX 0.10.x (no newer JAX has wheels for it), so each example's tests also
     run under the window's oldest JAX (jax and jaxlib first on PYTHONPATH)."""
     path = os.pathsep.join([str(oldest_jax_path()), os.environ.get("PYTHONPATH", "")])
-    deselect = OLDEST_JAX_LEAVES_OUT.get(example.name)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)]
-        + (["-k", deselect] if deselect else []),
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": path},
         capture_output=True,

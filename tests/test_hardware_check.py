@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -343,7 +344,17 @@ def test_the_plan_is_numbered_and_says_how_many_parts():
     assert f"--part 1/{n} ... --part {n}/{n}" in whole.stdout
 
 
-def test_timed_out_tests_report_their_counts_so_far_in_the_table(tmp_path):
+@pytest.fixture
+def sigint_reaches_children():
+    """An xdist worker ignores SIGINT, and its children would inherit that: main()
+    restores it first (hw.interruptible), as this does, until the test ends."""
+    previous = signal.getsignal(signal.SIGINT)
+    hw.interruptible()
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_timed_out_tests_report_their_counts_so_far_in_the_table(tmp_path, sigint_reaches_children):
     """pytest, interrupted at the timeout, still writes its report: the table says so."""
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
