@@ -1,5 +1,8 @@
 """The CLI as a user meets it: list, new (good and bad input), prompts."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -64,6 +67,25 @@ def test_a_fresh_project_has_no_bytecode_caches(tmp_path, monkeypatch):
     for rung in available():
         project = scaffold(rung, tmp_path / rung.name, {})
         assert [p.relative_to(project) for p in project.rglob("__pycache__")] == [], rung.name
+
+
+def test_the_export_hook_finds_a_jax_that_pythonpath_provides(tmp_path):
+    """A Python whose JAX comes from PYTHONPATH alone (a TPU VM's image puts it there):
+    export's post-generation hook adds the new project's src/ to that path, not in its place,
+    so the golden artifact is written."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    bare = subprocess.run([base, "-c", "import jax"], capture_output=True)
+    if base == sys.executable or bare.returncode == 0:
+        pytest.skip("needs a Python without JAX of its own: run the kit's tests from its venv")
+    packages = [p for p in sys.path if p.endswith("site-packages")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(packages))
+    command = [base, "-m", "cookiecutter", str(template_dir(by_name("export"))), "--no-input"]
+    result = subprocess.run(
+        [*command, "-o", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "golden artifact was not written" not in result.stdout + result.stderr
+    assert [p.name for p in tmp_path.glob("*/tests/golden/*.jax")] == ["model.jax"]
 
 
 def fake_python(folder, name, version):

@@ -381,6 +381,29 @@ def test_timed_out_tests_report_their_counts_so_far_in_the_table(tmp_path, sigin
     assert "skipped on the hardware it needs: test_b: not here" in text
 
 
+def test_an_xfail_the_project_declares_is_listed_and_accepted(tmp_path):
+    """A test the project marks xfail on this machine (a known defect of its JAX) is not a
+    skip on the hardware it needs: the check passes, and the table names it with its reason."""
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_x.py").write_text(
+        "import pytest\n"
+        "def test_a(): pass\n"
+        "@pytest.mark.xfail(reason='the interpreter fails on this host', strict=True)\n"
+        "def test_b(): assert False\n"
+        "def test_c(): pytest.skip('needs a tpu')\n"
+    )
+    check = hw.Check("custom-vjp", "default")
+    result = hw.Result(check, 4, project=project, code=project / "src", log=tmp_path / "04-x")
+    hw.run_tests(result, "tpu", timeout=120)
+    assert result.expected_failures == ["test_b: the interpreter fails on this host"]
+    assert result.bad_skips == ["test_c: needs a tpu"]
+    text = hw.table([result], [])
+    assert "expected to fail here (xfail): test_b: the interpreter fails on this host" in text
+    result.bad_skips = []
+    assert result.ok
+
+
 def test_the_progress_lines_count_when_pytest_was_killed():
     output = "..F.s [ 40%]\nE..\n"
     assert hw.progress_counts(output) == {"passed": 5, "failed": 2, "skipped": 1}

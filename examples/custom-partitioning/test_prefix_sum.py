@@ -303,7 +303,10 @@ def test_sharded_export_is_not_available():
 def test_single_device_export_works(rng):
     # With nothing to partition the op lowers to its plain body, and export succeeds.
     spec = jax.ShapeDtypeStruct((4, 16), jnp.float32)
-    exported = export.deserialize(export.export(jax.jit(prefix_sum))(spec).serialize())
+    # For the CPU, where conftest.py runs the call: export's default platform is the default
+    # backend's (a TPU host's TPU), and an artifact runs only on a platform it was exported for.
+    exported = export.export(jax.jit(prefix_sum), platforms=("cpu",))(spec)
+    exported = export.deserialize(exported.serialize())
     x = rng.standard_normal((4, 16)).astype(np.float32)
     assert_within(exported.call(x), prefix_sum_f64(x), error_bound(x, np.float32))
 

@@ -177,7 +177,9 @@ def test_export_round_trip(rng):
         return csr_matvec(CSR(data, indices, indptr, a.shape), x)
 
     operands = (a.data, a.indices, a.indptr, x)
-    exported = jax.export.export(jax.jit(product))(*operands)
+    # For the CPU, where conftest.py runs the call: export's default platform is the default
+    # backend's (a TPU host's TPU), and an artifact runs only on a platform it was exported for.
+    exported = jax.export.export(jax.jit(product), platforms=("cpu",))(*operands)
     assert "custom_call" not in exported.mlir_module()  # plain StableHLO, no foreign call
     restored = jax.export.deserialize(exported.serialize())
     assert_close(restored.call(*operands), numpy_csr_matvec(*operands))

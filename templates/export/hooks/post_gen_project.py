@@ -29,11 +29,12 @@ if "{{ cookiecutter.example }}" == "none" or "{{ cookiecutter.symbolic_dims }}" 
     # skeleton and the batch-only model draw their own (docs/benchmark.md says how).
     Path("docs/benchmark.svg").unlink()
 
-# PYTHONDONTWRITEBYTECODE: importing the new package from src/ would otherwise
-# leave src/<package>/__pycache__/ in the freshly generated project.
-env = dict(
-    os.environ, PYTHONPATH=os.path.abspath("src"), JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1"
-)
+# src/ goes in front of PYTHONPATH, not in its place: some images (a TPU VM's)
+# provide JAX through PYTHONPATH alone. PYTHONDONTWRITEBYTECODE: importing the
+# new package from src/ would otherwise leave src/<package>/__pycache__/ in the
+# freshly generated project.
+path = os.pathsep.join(filter(None, [str(Path("src").resolve()), os.environ.get("PYTHONPATH")]))
+env = dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1")
 command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "export", "--golden"]
 result = subprocess.run(command, env=env, capture_output=True, text=True)
 reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
