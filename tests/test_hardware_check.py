@@ -179,6 +179,16 @@ def test_help_says_how_to_bring_the_missing_packages_without_a_network():
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in text
 
 
+def test_the_checks_that_compile_cpp_ask_for_its_build_tools():
+    """A check with C++ to build needs nanobind and scikit-build-core in this Python (the
+    projects build without isolation); without them hardware-check says what to install
+    instead of reporting "build failed" (the TPU image lacked scikit-build-core)."""
+    compiled = {c.label for c in hw.plan("tpu") if hw.compiles(c)}
+    assert {"ffi", "internals", "examples/ffi", "examples/ladder"} <= compiled
+    assert not {"pallas", "export", "examples/export"} & compiled
+    assert set(hw.BUILD_NEEDED.values()) == {"nanobind", "scikit-build-core"}
+
+
 def test_the_offline_wheels_are_for_the_oldest_python_the_kit_supports():
     """The advice fetches wheels for the TPU image's Python, the oldest one the kit and the
     templates declare, and pip itself accepts the command: with --platform and
