@@ -33,7 +33,7 @@ from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
-from .partitioning import AnyMesh, AxisNames, Shapes, explicit, mesh_and_axes, rowwise
+from .partitioning import AnyMesh, AxisNames, Shapes, explicit, map_shards, mesh_and_axes, rowwise
 
 SHARD_ITEMS = {{ "True" if cookiecutter.sharded_axes == "batch,items" else "False" }}  # keep the items axis sharded
 
@@ -126,7 +126,7 @@ def _fwd_rows(x: jax.Array) -> jax.Array:
     per_shard = partial(_fwd_shard, item_axes=item_axes)
     # Rows folded in by the vmap rule arrive laid out as they were.
     x = jax.sharding.reshard(x, NamedSharding(mesh, operand))
-    out = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=result)(x)
+    out = map_shards(per_shard, mesh, (operand,), result)(x)
     return out
 
 
@@ -203,7 +203,7 @@ def _bwd_rows(x: jax.Array, cotangent: jax.Array) -> jax.Array:
         for a, s in zip((x, cotangent), operands, strict=True)
     )
     per_shard = partial(_bwd_shard, item_axes=item_axes)
-    grad = jax.shard_map(per_shard, mesh=mesh, in_specs=operands, out_specs=result)(x, cotangent)
+    grad = map_shards(per_shard, mesh, operands, result)(x, cotangent)
     return grad
 
 

@@ -59,7 +59,8 @@ SPEC = OpSpec(
         "linearize": FORWARD_MODE,
     },
     # Split along n, both programs (the gradient recomputes the forward)
-    # gather; under explicit axes JAX refuses the reference's top_k there.
+    # gather; under explicit axes the reference's top_k there gathers the
+    # whole row (JAX 0.12.1), or is refused (JAX 0.12.0 and older).
     extra_collectives={
 {%- if cookiecutter.sharded_axes == "batch,items" %}
         "jit-auto-n": Collectives(
@@ -70,14 +71,16 @@ SPEC = OpSpec(
         ),
         "jit-explicit*-n": Collectives(
             "two all-gathers (values, indices) of k candidates per shard,"
-            " where JAX refuses the reference's top_k along a split axis",
+            " where the reference's top_k gathers the whole row once"
+            " (JAX 0.12.0 and older refuse it along a split axis)",
             forward=CANDIDATES,
             gradient=CANDIDATES,
         ),
 {%- else %}
         "jit-explicit*-n": Collectives(
             "the rule asks for whole rows (sharded_axes=batch): one all-gather,"
-            " where JAX refuses the reference's top_k along a split axis",
+            " as the reference's top_k (JAX 0.12.0 and older refuse it along a"
+            " split axis)",
             forward={"all-gather": 1},
             gradient={"all-gather": 1},
         ),

@@ -1082,7 +1082,7 @@ def assert_same_shardings(got: Any, reference: Callable[..., Any], inputs: list[
     """Under an explicit mesh every result is typed with its sharding: the op's
     must be the reference's on the same inputs (a gathered result is not).
     False where JAX refuses the reference itself on these shardings (say,
-    jax.lax.top_k along a split axis): there is nothing to compare with."""
+    jax.lax.sort along a split axis): there is nothing to compare with."""
     try:
         theirs = jax.jit(reference)(*inputs)
     except Exception as error:

@@ -110,12 +110,25 @@ def test_auto_is_the_reference_off_the_kernels_platform(rng, kernels_platform_ho
     np.testing.assert_array_equal({{ cookiecutter.op_name }}_partitioned(*args), want)
 
 
-def test_one_artifact_for_the_cpu_and_the_kernels_platform():
-    """Pinned (tests/target.py says why): when JAX fixes it, this fails; then
-    assert that the artifact holds both the kernel and the reference."""
-    error, message = target.MULTI_PLATFORM_ERROR
-    with pytest.raises(error, match=message):
-        export_default(("cpu", target.EXPORT_PLATFORM))
+def test_one_artifact_for_the_cpu_and_the_kernels_platform(rng):
+    """One artifact holds the kernel for its platform and the reference for
+    the CPU, which runs it. Pinned where the JAX fails it (tests/target.py
+    says why): when that JAX passes, this fails; then drop the pin."""
+    platforms = ("cpu", target.EXPORT_PLATFORM)
+    if target.MULTI_PLATFORM_ERROR is not None:
+        error, message = target.MULTI_PLATFORM_ERROR
+        with pytest.raises(error, match=message):
+            export_default(platforms)
+        return
+    exported = export.deserialize(export_default(platforms).serialize())
+    assert exported.platforms == platforms
+    module = exported.mlir_module()
+    # The kernel's custom call, the reference's one dot, and no interpreter loop.
+    assert target.KERNEL_CALL in module
+    assert module.count("stablehlo.dot_general") == 1 and "stablehlo.while" not in module
+    args = operands(rng, (8, 128, 128))
+    got = exported.call(*jax.device_put(args, jax.devices("cpu")[0]))
+    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), VALUES)
 
 
 def test_kernel_and_reference_on_request(rng, kernel_calls):

@@ -1,7 +1,7 @@
 """What a custom_partitioning op needs beside its own rule: the types a
 partition callback sees, the mesh axes an operand is sharded over, whether it
-lives on Explicit mesh axes, and a vmap rule for an op whose operands and
-results all have rows first.
+lives on Explicit mesh axes (and shard_map for them), and a vmap rule for an
+op whose operands and results all have rows first.
 
 Machinery: the op's module (src/{{ cookiecutter.package_name }}/{{ cookiecutter.op_name }}.py) imports it; an op
 of your own uses it as it is.
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src.sharding_impls import parse_flatten_op_sharding
 from jax.custom_batching import custom_vmap
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec, Sharding
 
 # The mesh axes one array axis is sharded over (None: not sharded).
 AxisNames: TypeAlias = str | tuple[str, ...] | None
@@ -32,6 +32,25 @@ def explicit(x: jax.Array) -> bool:
     """Whether x lives on a mesh with Explicit axes (jax.make_mesh's default):
     custom_partitioning fails there at run time, so shard_map runs instead."""
     return AxisType.Explicit in jax.typeof(x).sharding.mesh.axis_types
+
+
+def map_shards(
+    per_shard: Callable[..., Any],
+    mesh: AnyMesh,
+    in_specs: tuple[PartitionSpec, ...],
+    out_specs: Any,
+) -> Callable[..., Any]:
+    """jax.shard_map of per_shard over the mesh, or per_shard itself where
+    in_specs split no operand axis: each device then holds the operands
+    whole, and per_shard on whole operands is the op (no collectives).
+
+    A vmap of an axis split over the mesh takes those mesh axes for itself:
+    an operand split over all of them reaches the op as whole slices, with no
+    mesh axis left for shard_map to go manual over, which JAX 0.12.1 refuses
+    (ValueError; 0.12.0 and older ran a shard_map over none)."""
+    if all(part is None for spec in in_specs for part in spec):
+        return per_shard
+    return jax.shard_map(per_shard, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
 
 
 def mesh_and_axes(

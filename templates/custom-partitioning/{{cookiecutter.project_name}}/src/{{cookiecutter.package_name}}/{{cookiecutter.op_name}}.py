@@ -52,6 +52,7 @@ from .partitioning import (
     AxisNames,
     Shapes,
     explicit,
+    map_shards,
     mesh_and_axes,
     mesh_size,
     rowwise,
@@ -201,7 +202,7 @@ def _fwd_rows(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     per_shard = partial(_fwd_shard, k=k, item_axes=item_axes, in_shard_map=True)
     # Rows folded in by the vmap rule arrive laid out as they were.
     x = jax.sharding.reshard(x, NamedSharding(mesh, operand))
-    out = jax.shard_map(per_shard, mesh=mesh, in_specs=operand, out_specs=results)(x)
+    out = map_shards(per_shard, mesh, (operand,), results)(x)
     return out
 
 
@@ -337,7 +338,7 @@ def _bwd_rows(*operands: jax.Array) -> jax.Array:
         for o, s in zip(operands, specs, strict=True)
     )
     per_shard = partial(_bwd_shard, item_axes=item_axes)
-    grad = jax.shard_map(per_shard, mesh=mesh, in_specs=specs, out_specs=result)(*operands)
+    grad = map_shards(per_shard, mesh, specs, result)(*operands)
     return grad
 
 

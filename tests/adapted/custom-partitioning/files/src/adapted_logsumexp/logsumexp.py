@@ -22,7 +22,16 @@ from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
-from .partitioning import AnyMesh, AxisNames, Shapes, explicit, mesh_and_axes, mesh_size, rowwise
+from .partitioning import (
+    AnyMesh,
+    AxisNames,
+    Shapes,
+    explicit,
+    map_shards,
+    mesh_and_axes,
+    mesh_size,
+    rowwise,
+)
 
 SHARD_ITEMS = True  # keep the items axis sharded (False: gather whole rows)
 
@@ -103,7 +112,7 @@ def _fwd_rows(x: jax.Array) -> jax.Array:
     per_shard = partial(_fwd_shard, item_axes=item_axes)
     # Rows folded in by the vmap rule arrive laid out as they were.
     x = jax.sharding.reshard(x, NamedSharding(mesh, block))
-    out = jax.shard_map(per_shard, mesh=mesh, in_specs=block, out_specs=P(batch_axes))(x)
+    out = map_shards(per_shard, mesh, (block,), P(batch_axes))(x)
     return out
 
 
@@ -154,7 +163,7 @@ def _bwd_rows(x: jax.Array, lse: jax.Array, cotangent: jax.Array) -> jax.Array:
         jax.sharding.reshard(a, NamedSharding(mesh, s))
         for a, s in zip((x, lse, cotangent), (block, rows, rows), strict=True)
     )
-    op = jax.shard_map(_bwd_shard, mesh=mesh, in_specs=(block, rows, rows), out_specs=block)
+    op = map_shards(_bwd_shard, mesh, (block, rows, rows), block)
     grad = op(x, lse, cotangent)
     return grad
 
