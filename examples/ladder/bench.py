@@ -14,6 +14,10 @@ For each rung (a module in this folder), float32 x: (rows, d), w: (d,), cotangen
   (devices.py: the default platform's devices where it has 8, else simulated CPU devices) with
   the rows of x and dy sharded, from the optimized HLO (hlo.py).
 - lines: lines of code of the rung's module (no blanks, comments or docstrings; + C++).
+- fwd, v&g B/s: the least bytes each moves (x, w and dy read; y, or the gradients, written)
+  per second, as a share of the chip's peak HBM bandwidth (the PEAKS table of the templates'
+  benchmarks/plot.py; "-" on a CPU, whose peak it does not know). RMS normalization is
+  memory-bound: its few FLOPs per element would be a tiny share of the peak FLOP/s at best.
 Every forward is checked against the float64 oracle first (exit 1 if one is wrong), so the
 timings are for right answers. On a CPU the Pallas rung runs in the interpreter: its time
 says nothing about a kernel's. The FFI rung's handlers are CPU-only: where the default backend
@@ -27,6 +31,7 @@ import argparse
 import ast
 import datetime
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -60,6 +65,22 @@ RUNGS = {
     "ffi_handler": "any C++ inside the jitted program",
     "primitive": "a first-class primitive: jvp, vjp, vmap rules",
 }
+
+
+def template_plot():
+    """The templates' benchmarks/plot.py (byte-identical in all seven), loaded by path: its
+    PEAKS is the kit's one table of the chips' peaks, and `peak` looks a device up in it."""
+    path = HERE.parents[1] / "templates" / "custom-vjp" / "{{cookiecutter.project_name}}"
+    spec = importlib.util.spec_from_file_location("template_plot", path / "benchmarks/plot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bytes_moved(rows, d):
+    """The least bytes the forward and the value-and-grad move, float32: the forward reads
+    x and w and writes y; the value-and-grad reads x, w and dy and writes dx and dw."""
+    return 4 * (2 * rows * d + d), 4 * (3 * rows * d + 2 * d)
 
 
 def median_times(programs, args, rounds):
@@ -221,9 +242,12 @@ def main():
     print(
         f"RMS norm, float32 x ({rows}, {d}), jax {jax.__version__}, {jax.devices()[0].device_kind}"
     )
+    peaks = template_plot()
+    chip = peaks.peak()  # (FLOP/s, bytes/s), or None: not known (a CPU)
+    moved = bytes_moved(rows, d)
     print(
         f"{'rung':<16}{'fwd ms':>8}{'x ref':>7}{'v&g ms':>8}{'x ref':>7}{'saved':>7}{'temp':>7}"
-        f"{'peak':>7}{'comm B':>10}{'lines':>7}  what it bought"
+        f"{'peak':>7}{'comm B':>10}{'fwd B/s':>9}{'v&g B/s':>9}{'lines':>7}  what it bought"
     )
     print(f"{'':<46}{'MiB':>7}{'MiB':>7}{'MiB':>7}")
     for name, f in figures.items():
@@ -231,10 +255,13 @@ def main():
             f"{name:<16}{forward[name] * 1e3:>8.2f}{forward[name] / forward['reference']:>6.2f}x"
             f"{backward[name] * 1e3:>8.2f}{backward[name] / backward['reference']:>6.2f}x"
             f"{f['saved']:>7.2f}{f['temp']:>7.2f}{f['peak']:>7.2f}{f['comm']:>10}"
+            f"{peaks.share(moved[0], forward[name], chip and chip[1]):>9}"
+            f"{peaks.share(moved[1], backward[name], chip and chip[1]):>9}"
             f"{lines_of_code(name):>7}  {RUNGS[name]}"
         )
     worst = max(f["error"] for f in figures.values())
     print(f"every forward matches the float64 oracle: worst error {100 * worst:.0f}% of tolerance")
+    print(peaks.peak_note())
     results = results_record(rows, d, rounds, figures, forward, backward)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")

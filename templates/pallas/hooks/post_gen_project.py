@@ -17,6 +17,7 @@ EXAMPLE_ONLY = [
     "tests/test_tune.py",
     "src/{{ cookiecutter.package_name }}/tune.py",
     "docs/benchmark.svg",
+    "docs/benchmark-tpu.svg",
 ]
 # Where the skeleton's files go (each replaces the example's).
 SKELETON = {
@@ -29,7 +30,10 @@ SKELETON = {
 
 def keep_backend(backend, example):
     """The backend option: its kernel (the example's, or the skeleton's) as
-    kernel.py and its test helpers as tests/target.py."""
+    kernel.py and its test helpers as tests/target.py; the plot measured on a
+    TPU only with the TPU kernel."""
+    if backend != "tpu" and example != "none":
+        Path("docs/benchmark-tpu.svg").unlink()
     kernels = Path("_kernels") if example != "none" else Path("_skeleton/kernels")
     (kernels / f"{backend}.py").replace(PACKAGE / "kernel.py")
     (Path("_targets") / f"{backend}.py").replace(Path("tests/target.py"))
@@ -46,6 +50,8 @@ def keep_example(example):
             Path(path).unlink()
         for source, target in SKELETON.items():
             Path(source).replace(target)
+        # The shipped entries are the example's, measured for its shapes.
+        (PACKAGE / "block_table.json").write_text("{}\n")
     shutil.rmtree("_skeleton")
 
 

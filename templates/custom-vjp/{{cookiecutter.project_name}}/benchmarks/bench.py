@@ -14,7 +14,11 @@ side's peak memory of the compiled program, with the arguments and outputs
 that both hold (dashed): the gap above that line is a side's temporaries.
 
 Both sides are timed in the same run, call by call in turn (so a busy machine
-slows both alike), after a warm-up; the figure is the median.
+slows both alike), after a warm-up; the figure is the median. Where the chip's
+peak is known (benchmarks/plot.py PEAKS: a TPU or a GPU, not a CPU), the custom
+rule's bytes moved per second is printed as a share of the peak bandwidth and,
+where tests/op_spec.py declares bench_flops, its FLOP/s as a share of the peak
+FLOP/s.
 """
 
 import argparse
@@ -152,13 +156,17 @@ def main():
     sizes = sizes[:1] if args.quick else sizes[1:] or sizes
     repeats = 3 if args.quick else args.repeats
 
+    device = jax.devices()[0]
+    chip = plot.peak(device)  # (FLOP/s, bytes/s), or None: not known (a CPU)
+    flops_of = getattr(op_spec, "bench_flops", None)
     print(
-        f"jax {jax.__version__} on {jax.devices()[0].platform}; median of at least {repeats} "
-        "runs, the two sides in turn"
+        f"jax {jax.__version__} on {device.platform} ({device.device_kind}); median of at "
+        f"least {repeats} runs, the two sides in turn"
     )
     print(
         f"{'sizes':>24} {'custom ms':>10} {'reference ms':>13} {'speed-up':>9} "
-        f"{'custom MB':>10} {'reference MB':>13} {'memory ratio':>13}"
+        f"{'custom MB':>10} {'reference MB':>13} {'memory ratio':>13} "
+        f"{'FLOP/s share':>13} {'B/s share':>10}"
     )
     rng = np.random.default_rng(0)
     rows = []
@@ -176,9 +184,11 @@ def main():
             (t_custom,) = median_seconds([custom], inputs, repeats)
             t_reference = None
             timing = f"{'not run':>13} {'':>9}"
+        moved = bytes_moved(spec, inputs)
+        flops = flops_of(size) if flops_of else None
         rows.append(
             {
-                "bytes": bytes_moved(spec, inputs),
+                "bytes": moved,
                 "t_custom": t_custom,
                 "t_reference": t_reference,
                 "peak_custom": b_custom,
@@ -189,9 +199,17 @@ def main():
         label = ", ".join(f"{axis}={n}" for axis, n in size.items())
         print(
             f"{label:>24} {1e3 * t_custom:>10.2f} {timing} {b_custom / 1e6:>10.1f} "
-            f"{b_reference / 1e6:>13.1f} {b_reference / b_custom:>12.2f}x"
+            f"{b_reference / 1e6:>13.1f} {b_reference / b_custom:>12.2f}x "
+            f"{plot.share(flops, t_custom, chip and chip[0]):>13} "
+            f"{plot.share(moved, t_custom, chip and chip[1]):>10}"
         )
     print("speed-up and memory ratio: reference / custom (above 1 means the custom rule wins)")
+    print(
+        "FLOP/s, B/s share: the custom rule's "
+        + ("FLOPs (bench_flops)" if flops_of else "FLOPs (none declared: bench_flops)")
+        + " and least bytes moved, per second, as a share of the chip's peak"
+    )
+    print(plot.peak_note(device))
     if any(r["t_reference"] is None for r in rows):
         gb = args.max_reference_gb
         print(f"reference 'not run': its compiled program needs more than {gb} GB")

@@ -44,7 +44,9 @@ def oracle_f64(x):
 
 
 # The benchmark's sizes, largest last (benchmarks/bench.py): --quick takes the
-# first, a full run (and its plot, a curve: three or more) the rest.
+# first, a full run (and its plot, a curve: three or more) the rest. Declare
+# bench_flops(sizes) -> the FLOPs of one value-and-grad, and the benchmark
+# prints them as a share of the chip's peak (the identity computes none).
 BENCH_SIZES = [
     {"n": 256, "k": 256},
     {"n": 512, "k": 512},
@@ -125,6 +127,16 @@ BENCH_SIZES = [
     {"n": 4096, "m": 4096, "k": 16},
     {"n": 4096, "m": 4096, "k": 64},
 ]
+
+
+def bench_flops(sizes: dict[str, int]) -> int:
+    """The FLOPs of one value-and-grad at these sizes, for the benchmark's share
+    of the chip's peak: the forward's difference, square and sum per pair and
+    feature (3nmk), and the backward's two products of the (n, m) weights with
+    the points (4nmk). The per-pair square roots and divisions (nm) are left out."""
+    n, m, k = sizes["n"], sizes["m"], sizes["k"]
+    return 7 * n * m * k
+
 
 # The coordinates the op supports: see the args below.
 POINTS = (-1e18, 1e18)

@@ -17,6 +17,13 @@ The time to a first result is what a fresh process pays before its first
 answer: load the artifact (read, verify, deserialize) and call it once (which
 compiles its StableHLO), against jax.jit of the model called once (trace,
 lower, compile), in CPU time. Each is the median of a few fresh starts per size.
+
+Both sides run on this machine's default device: the benchmark exports its own
+artifact for the project's platforms and this one's, so that on a TPU host it
+times the artifact on the TPU even if the project ships a CPU-only one. Where
+the chip's peak is known (benchmarks/plot.py PEAKS: a TPU or a GPU, not a
+CPU), the artifact's FLOP/s (model_flops) and bytes moved per second (weights,
+inputs and outputs) are printed as a share of the chip's peak.
 """
 
 import argparse
@@ -26,16 +33,42 @@ import time
 from pathlib import Path
 
 import jax
+import numpy as np
 from jax import export
 
 from {{ cookiecutter.package_name }} import artifact, init_params
 from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import exported_function
+{%- if cookiecutter.example != "none" %}
+from {{ cookiecutter.package_name }}.reference import CLASSES, FEATURES, HIDDEN
+{%- endif %}
 
 import plot  # benchmarks/plot.py, beside this file
 
 # Each timed sample repeats the call until it lasts about this long, so that
 # the timer's own cost does not count for small inputs.
 SAMPLE_SECONDS = 1e-3
+
+
+def model_flops({% if seq %}batch, seq{% else %}batch{% endif %}):
+    """The FLOPs of one call of the model, for the share of the chip's peak:
+    {%- if cookiecutter.example == "none" %} None,
+    not counted: count your model's here (2 per multiply-add of each matmul)."""
+    return None
+    {%- elif seq %} its
+    matmuls' multiply-adds, 2 FLOPs each (the elementwise work left out): the
+    input layer, the attention scores and pooling, the output layer."""
+    tokens = batch * seq
+    return 2 * (tokens * FEATURES * HIDDEN + 2 * tokens * HIDDEN + batch * HIDDEN * CLASSES)
+    {%- else %} its
+    two matmuls' multiply-adds, 2 FLOPs each (the bias and tanh left out)."""
+    return 2 * batch * (FEATURES * HIDDEN + HIDDEN * CLASSES)
+    {%- endif %}
+
+
+def nbytes(tree):
+    """Bytes of the arrays (or shape-dtype structs) in tree."""
+    leaves = jax.tree.leaves(tree)
+    return sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in leaves)
 
 
 def seconds_per_call(fn, calls):
@@ -93,7 +126,9 @@ def main():
     sizes = {% if seq %}[(8, 16)] if args.quick else [(1, 128), (8, 128), (64, 128), (512, 128)]{% else %}[(8,)] if args.quick else [(8,), (128,), (1024,), (8192,), (65536,)]{% endif %}
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = artifact.save(artifact.export_model(), Path(tmp) / "model.jax")
+        # The project's platforms and this machine's: the artifact runs where jit does.
+        platforms = tuple(dict.fromkeys((*artifact.PLATFORMS, export.default_export_platform())))
+        path = artifact.save(artifact.export_model(platforms=platforms), Path(tmp) / "model.jax")
         blob = path.read_bytes()
         loaded = artifact.load(path)
         start = time.perf_counter()
@@ -101,13 +136,17 @@ def main():
             export.deserialize(bytearray(blob))
         deserialize_ms = 1e3 * (time.perf_counter() - start) / 5
 
-        # Where the artifact runs: the default device if it was exported for
-        # that platform, else a device of one it was (the CPU, for a CPU-only
-        # artifact on a GPU host). Both sides run there.
+        # Where the artifact runs: the default device, whose platform it was
+        # exported for above (choose_device, as a user's code picks one). Both
+        # sides run there.
         device = artifact.choose_device(loaded.exported.platforms, artifact.available_devices())
-        print(f"jax {jax.__version__} on {device.platform}; {rounds} interleaved rounds per size")
+        chip = plot.peak(device)  # (FLOP/s, bytes/s), or None: not known (a CPU)
         print(
-            f"artifact: {len(blob)} bytes, platforms {', '.join(artifact.PLATFORMS)}, "
+            f"jax {jax.__version__} on {device.platform} ({device.device_kind}); "
+            f"{rounds} interleaved rounds per size"
+        )
+        print(
+            f"artifact: {len(blob)} bytes, platforms {', '.join(loaded.exported.platforms)}, "
             f"deserialize {deserialize_ms:.2f} ms"
         )
         # What the artifact replaces: the model's own function, jitted, its weights
@@ -116,6 +155,7 @@ def main():
         params = jax.device_put(init_params(), device)
         print(
             f"{'sizes':>12} {'artifact ms':>12} {'jit ms':>9} {'ratio':>7} {'ratio q1-q3':>12}"
+            f" {'FLOP/s share':>13} {'B/s share':>10}"
             f" {'first result: artifact CPU ms':>30} {'jit CPU ms':>11}"
         )
         rows = []
@@ -131,13 +171,24 @@ def main():
             first = first_result(path, params, inputs, starts)
             rows.append((size, t_artifact, t_original, *first))
             q1, _, q3 = statistics.quantiles(ratios)
+            # The least a call moves: the weights and inputs read, the outputs written.
+            outputs = jax.eval_shape(original, params, *inputs)
+            moved = nbytes(params) + nbytes(inputs) + nbytes(outputs)
+            flops = model_flops(*size)
             print(
                 f"{str(size):>12} {1e3 * t_artifact:>12.3f} {1e3 * t_original:>9.3f} "
                 f"{statistics.median(ratios):>6.2f}x {q1:>6.2f}-{q3:.2f}"
+                f" {plot.share(flops, t_artifact, chip and chip[0]):>13}"
+                f" {plot.share(moved, t_artifact, chip and chip[1]):>10}"
                 f" {1e3 * first[0]:>30.1f} {1e3 * first[1]:>11.1f}"
             )
     print("ratio: artifact / jit, per round (1.00x: the artifact costs nothing extra per call)")
     print("first result: CPU ms of a fresh load + first call, against a fresh jax.jit + first call")
+    print(
+        "FLOP/s, B/s share: the artifact's FLOPs (model_flops) and least bytes moved (weights,"
+        " inputs, outputs) per second, as a share of the chip's peak"
+    )
+    print(plot.peak_note(device))
     if args.plot:
         draw(args.plot, rows, len(blob))
         print(f"plot: {args.plot}")

@@ -44,11 +44,15 @@ def test_the_quick_benchmark_draws_its_plot(tmp_path):
     check(plot.read_plot(svg))
 
 
-@pytest.mark.skipif(
-    not (ROOT / "docs" / "benchmark.svg").exists(), reason="no measured plot in docs/"
-)
-def test_the_measured_plot_in_the_docs_reads_back():
-    panels = plot.read_plot(ROOT / "docs" / "benchmark.svg")
+# The measured plots the docs show: docs/benchmark.svg, and one per device it
+# was measured on (docs/benchmark-tpu.svg, say).
+MEASURED = sorted((ROOT / "docs").glob("benchmark*.svg"))
+
+
+@pytest.mark.skipif(not MEASURED, reason="no measured plot in docs/")
+@pytest.mark.parametrize("svg", MEASURED, ids=lambda path: path.name)
+def test_the_measured_plot_in_the_docs_reads_back(svg):
+    panels = plot.read_plot(svg)
     check(panels)
     # A measurement, not a smoke run: a curve over several sizes.
     few = sorted(
@@ -58,6 +62,6 @@ def test_the_measured_plot_in_the_docs_reads_back():
         if len(points) < 3
     )
     assert not few, (
-        f"docs/benchmark.svg: fewer than 3 sizes in {', '.join(few)}; declare more "
+        f"docs/{svg.name}: fewer than 3 sizes in {', '.join(few)}; declare more "
         "benchmark sizes (see benchmarks/bench.py) and redraw it, or delete it"
     )

@@ -22,6 +22,10 @@ per pass, forward and value_and_grad: the median time of each against the
 bytes the pass reads and writes at least (its operands, its results), log
 axes, with the time a jitted copy of the same bytes takes, dashed: a
 yardstick, not a bound (data that stays in cache can beat it).
+
+Where the chip's peak is known (benchmarks/plot.py PEAKS: a TPU or a GPU, not
+a CPU), the primitive's bytes moved per second is printed as a share of the
+chip's peak bandwidth: the roof of an op with a few FLOPs per element.
 """
 
 import argparse
@@ -37,8 +41,8 @@ import numpy as np
 from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import _compute
 
 # The op's declaration: its operands' axes, and the op and its reference
-# (importing it imports tests/conftest.py, which gives JAX eight CPU devices;
-# the benchmark runs on the first).
+# (tests/op_spec.py; it changes no JAX setting: the benchmark runs on the
+# default device).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import plot  # noqa: E402  (benchmarks/plot.py, next to this file)
 from conformance import make_args  # noqa: E402
@@ -100,13 +104,15 @@ def main():
     copies = {name: ([], []) for name in PASSES}
     bandwidth = plot.copy_bandwidth(8 if args.quick else 64) if args.plot else None
 
+    device = jax.devices()[0]
+    chip = plot.peak(device)  # (FLOP/s, bytes/s), or None: not known (a CPU)
     print(
-        f"jax {jax.__version__} on {jax.devices()[0].platform}; median of at least {repeats} "
-        "runs; primitive and formula in turn"
+        f"jax {jax.__version__} on {device.platform} ({device.device_kind}); median of at "
+        f"least {repeats} runs; primitive and formula in turn"
     )
     print(
         f"{'sizes':>16} {'pass':>15} {'primitive ms':>13} {'formula ms':>10} "
-        f"{'vs formula':>10} {'reference ms':>12} {'vs ref':>8}"
+        f"{'vs formula':>10} {'reference ms':>12} {'vs ref':>8} {'B/s share':>10}"
     )
     rng = np.random.default_rng(0)
     for scale in scales:
@@ -125,17 +131,23 @@ def main():
             fns = [wrap(SPEC.op), wrap(_compute)]
             t_prim, t_formula = median_seconds(fns, operands, repeats, seconds)
             (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats, seconds)
-            for series, seconds in zip(SERIES, (t_prim, t_formula, t_ref), strict=True):
+            for series, t in zip(SERIES, (t_prim, t_formula, t_ref), strict=True):
                 drawn[name][series][0].append(nbytes / 1e6)
-                drawn[name][series][1].append(seconds * 1e3)
+                drawn[name][series][1].append(t * 1e3)
             if bandwidth:
                 copies[name][0].append(nbytes / 1e6)
                 copies[name][1].append(nbytes / bandwidth * 1e3)
             print(
                 f"{label:>16} {name:>15} {1e3 * t_prim:>13.3f} {1e3 * t_formula:>10.3f} "
-                f"{t_formula / t_prim:>9.2f}x {1e3 * t_ref:>12.3f} {t_ref / t_prim:>7.1f}x"
+                f"{t_formula / t_prim:>9.2f}x {1e3 * t_ref:>12.3f} {t_ref / t_prim:>7.1f}x "
+                f"{plot.share(nbytes, t_prim, chip and chip[1]):>10}"
             )
     print("vs X: X's time / the primitive's (above 1 means the primitive wins)")
+    print(
+        "B/s share: the primitive's least bytes moved (operands read, results written) per"
+        " second, as a share of the chip's peak bandwidth"
+    )
+    print(plot.peak_note(device))
     if args.plot:
         panels = [
             plot.Panel(

@@ -15,6 +15,11 @@ temporary and peak memory per device (`compiled.memory_analysis()`, so
 compiled, never run) against the batch, for each checkpoint policy
 (regather, save-gathered), for no checkpointing, and for the unsharded
 reference step on one device.
+
+Where the chip's peak is known (benchmarks/plot.py PEAKS: a TPU or a GPU, not
+a CPU), each version's FLOP/s (step_flops) is printed as a share of the peak
+of the devices it runs on: the mesh's for the sharded steps, one for the
+unsharded one.
 """
 
 import argparse
@@ -58,6 +63,16 @@ PLOT_SHAPE = (4, 256, 1024)
 PLOT_BATCHES = [64, 256, 1024, 4096, 16384]
 QUICK_PLOT_SHAPE = (4, 64, 256)
 QUICK_PLOT_BATCHES = [512]
+
+
+def step_flops(layers, batch, d, f):
+    """The FLOPs of one training step, for the share of the chip's peak: each
+    weight entry meets each row in one multiply-add (2 FLOPs) forward and two
+    backward (the activations' and the weight's gradients), 6 per row in all;
+    the elementwise work, the update and remat's recomputation are left out.
+    True of any block whose weights each enter one matmul with the activations."""
+    entries = sum(int(np.prod([d if a == "d" else f for a in axes])) for axes in WEIGHTS.values())
+    return 6 * batch * layers * entries
 
 
 def problem(layers, batch, d, f):
@@ -173,9 +188,12 @@ def main():
         f"jax {jax.__version__}, {len(jax.devices())} {jax.default_backend()} devices, "
         f"mesh {dict(mesh.shape)}, remat {REMAT}"
     )
+    chip = plot.peak()  # (FLOP/s, bytes/s) of one device, or None: not known (a CPU)
+    on_mesh = len(mesh.devices.flat)
     print(
         f"{'(layers, batch, d, f)':>22} {'version':>12} {'median ms':>10} {'temp bytes':>12} "
-        f"{'comm bytes':>12} {'time ratio':>11} {'temp ratio':>11} {'comm ratio':>11}"
+        f"{'comm bytes':>12} {'time ratio':>11} {'temp ratio':>11} {'comm ratio':>11} "
+        f"{'FLOP/s share':>13}"
     )
     for size in sizes:
         params, x, y = problem(*size)
@@ -199,13 +217,26 @@ def main():
         base_time, base_temp, base_comm = rows["shard_map"]
         for name, (seconds, temp, comm) in rows.items():
             comm_ratio = f"{comm / base_comm:.2f}" if base_comm else "-"
+            devices = 1 if name == "unsharded" else on_mesh
+            flop_share = plot.share(step_flops(*size), seconds, chip and devices * chip[0])
             print(
                 f"{str(size):>22} {name:>12} {1e3 * seconds:>10.3f} {temp:>12,} {comm:>12,} "
-                f"{seconds / base_time:>11.2f} {temp / base_temp:>11.2f} {comm_ratio:>11}"
+                f"{seconds / base_time:>11.2f} {temp / base_temp:>11.2f} {comm_ratio:>11} "
+                f"{flop_share:>13}"
             )
+        speed_up = rows["unsharded"][0] / base_time
+        print(
+            f"{str(size):>22} speed of the shard_map step / the plain reference step's: "
+            f"{speed_up:.2f}x ({on_mesh} device(s) against 1)"
+        )
     print("temp: compiled.memory_analysis().temp_size_in_bytes, per device")
     print("comm: per-device result bytes of every collective in the compiled program")
     print("ratios: this version / the shard_map step")
+    print(
+        "FLOP/s share: the step's FLOPs (step_flops) per second, as a share of the peak of"
+        f" the devices it runs on ({on_mesh} for the mesh, 1 unsharded)"
+    )
+    print(plot.peak_note())
     if args.plot:
         shape, batches = (
             (QUICK_PLOT_SHAPE, QUICK_PLOT_BATCHES) if args.quick else (PLOT_SHAPE, PLOT_BATCHES)

@@ -1,12 +1,13 @@
 """Draw a benchmark's measurements as an SVG, and read one back.
 
 bench.py measures; this module draws, so it needs matplotlib (the `bench`
-extra: `pip install -e .[bench]`); only `machine` and `copy_bandwidth`, which
-describe the host the numbers came from, import JAX. `read_plot` is what the tests use
-to check a drawing: axes labelled, one named series per implementation, none
-empty. Each series is an SVG group whose id is `panel<i>:series:<name>` (a
-dashed guide: `panel<i>:guide:<name>`), so the check reads names, not colours
-or positions.
+extra: `pip install -e .[bench]`); only `machine`, `copy_bandwidth` and
+`peak`, which describe the host the numbers came from, import JAX. PEAKS is
+every benchmark's table of the chips' peaks, for the share of peak it prints.
+`read_plot` is what the tests use to check a drawing: axes labelled, one named
+series per implementation, none empty. Each series is an SVG group whose id
+is `panel<i>:series:<name>` (a dashed guide: `panel<i>:guide:<name>`), so the
+check reads names, not colours or positions.
 """
 
 import datetime
@@ -21,6 +22,60 @@ from pathlib import Path
 
 INSTALL = "--plot needs matplotlib: pip install -e '.[bench]'"
 SVG = "{http://www.w3.org/2000/svg}"
+
+
+# Dense bfloat16 peak (FLOP/s) and HBM bandwidth (bytes/s) per chip, by a
+# substring of jax.Device.device_kind (a v5e says "TPU v5 lite"): what a
+# benchmark's achieved FLOP/s and bytes/s are a share of. The vendors' figures;
+# a float32 program's ceiling is lower (on a TPU, several bfloat16 passes).
+PEAKS = {
+    "TPU v4": (275e12, 1.2e12),
+    "TPU v5 lite": (197e12, 0.82e12),
+    "TPU v5e": (197e12, 0.82e12),
+    "TPU v5p": (459e12, 2.76e12),
+    "TPU v6": (918e12, 1.64e12),
+    "H200": (989e12, 4.8e12),
+    "H100": (989e12, 3.35e12),
+    "A100": (312e12, 2.0e12),
+}
+
+
+def peak(device=None) -> tuple[float, float] | None:
+    """(FLOP/s, bytes/s) at the peak of `device` (default: JAX's first), or
+    None where PEAKS does not know it: a CPU, whose peak depends on the
+    processor, the cores and the vector units, or a chip not listed."""
+    if device is None:
+        import jax  # only here: drawing a stored measurement needs no JAX
+
+        device = jax.devices()[0]
+    if device.platform == "cpu":
+        return None
+    return next((p for name, p in PEAKS.items() if name in device.device_kind), None)
+
+
+def share(amount, seconds, rate) -> str:
+    """`amount` (FLOPs or bytes) in `seconds` as a share of `rate` (per
+    second), for a table cell; "-" where the rate or the amount is unknown."""
+    if not rate or amount is None or not seconds:
+        return "-"
+    return f"{100 * amount / seconds / rate:.3g}%"  # 3 digits: 0.0123% as much as 45.6%
+
+
+def peak_note(device=None) -> str:
+    """What the table's shares of peak are shares of, or why there are none."""
+    if device is None:
+        import jax
+
+        device = jax.devices()[0]
+    found = peak(device)
+    if found is None:
+        why = "no peak for the CPU" if device.platform == "cpu" else "not in PEAKS"
+        return f"share of peak: not known on {device.device_kind!r} ({why}, benchmarks/plot.py)"
+    flops, bandwidth = found
+    return (
+        f"share of peak: of {device.device_kind}'s {flops / 1e12:g} TFLOP/s (dense bfloat16)"
+        f" and {bandwidth / 1e9:g} GB/s (HBM)"
+    )
 
 
 def require_matplotlib():

@@ -98,6 +98,14 @@ TUNING_CANDIDATES = [
     (64, 128, 128),
 ]
 
+
+def default_blocks(m: object, k: object, n: object, itemsize: int) -> dict[str, int]:
+    """Blocks for a call no block table knows: DEFAULT_BLOCKS, whatever the sizes.
+    (The TPU kernel chooses by the chip's VMEM; here shared memory and registers
+    bound the tiles, and the tuner is the way to larger ones.)"""
+    return DEFAULT_BLOCKS
+
+
 # Every block dimension is a multiple of 64: WGMMA's instruction covers 64
 # rows (M), and a 128-byte swizzle row holds 64 bfloat16 (32 float32)
 # elements, whichever of K, M or N is a tile's contiguous dimension.

@@ -27,19 +27,34 @@ from jax.sharding import ManualAxisType
 BACKEND = "tpu"
 # The platform the kernel runs natively on, as jax.export names platforms.
 PLATFORM = "tpu"
-# 128 matches the 128x128 MXUs of v4/v5; v6e's are 256x256, so try 256 there
-# when the tiles still fit VMEM (3 tiles, double-buffered).
+# Blocks valid on every TPU and within any TPU's VMEM: what a call gets where no
+# block table has an entry and the chip is unknown (lowered for "tpu" from a host
+# without one, and no device described with jax.sharding.use_abstract_mesh).
 DEFAULT_BLOCKS = {"block_m": 128, "block_n": 128, "block_k": 128}
+# Where the chip is known, default_blocks takes the first of these whose tiles fit
+# a quarter of its VMEM. Why large: each grid step multiplies a (bm, bk) tile by a
+# (bk, bn) one, 2*bm*bn*bk FLOPs for (bm + bn)*bk elements fetched from HBM, so
+# bm*bn/(bm + bn) FLOPs per bfloat16 byte: 64 at 128x128, 512 at 1024x1024. A TPU
+# v5e does 197 TFLOP/s on 0.82 TB/s, 240 FLOPs per byte: with smaller output tiles
+# the MXU waits on HBM. Measured there (docs/benchmark.md): 128^3 blocks ran at
+# 7-11% of XLA's speed from 4096^3 up; these, at XLA's speed or better.
+BLOCKS_BY_SIZE = [(1024, 1024, 512), (512, 512, 512), (256, 256, 256), (128, 128, 128)]
 # What the tuner (python -m <package>.tune) tries: (block_m, block_n, block_k).
 TUNING_CANDIDATES = [
     (128, 128, 128),
-    (256, 128, 128),
-    (128, 256, 128),
-    (128, 128, 256),
     (256, 256, 256),
-    (512, 256, 256),
-    (256, 512, 512),
+    (512, 512, 512),
+    (512, 1024, 512),
+    (1024, 512, 512),
+    (1024, 1024, 256),
+    (1024, 1024, 512),
+    (512, 1024, 1024),
+    (1024, 1024, 1024),
 ]
+# Mosaic's scoped-VMEM limit for a kernel that names none: 16 MiB on TPU v4 and
+# v5e (32 MiB on v6e). Large tiles need more, or fail to compile
+# (CompileTimeScopedVmemOom): vmem_limit asks for it.
+DEFAULT_SCOPED_VMEM = 16 * 2**20
 # Grid (i, j, kk). Each (i, j) output tile is independent: "parallel", so chips
 # with two TensorCores split them. The kk steps add into one accumulator and
 # write the tile once, so they must run in order on one core: "arbitrary". Marked
@@ -59,6 +74,52 @@ MATMUL_PRECISION: Final = {jnp.dtype(jnp.float32): jax.lax.Precision.HIGHEST}
 Activation: TypeAlias = Literal["gelu"] | None
 # None: native on a TPU, interpreted elsewhere; True/False; or the interpreter's settings.
 Interpret: TypeAlias = bool | pltpu.InterpretParams | None
+
+
+def vmem_capacity() -> int | None:
+    """One TensorCore's VMEM, in bytes, on the TPU a kernel lowered now runs on (the
+    device described with jax.sharding.use_abstract_mesh, else the default device),
+    from JAX's table of TPU chips; None where that is no TPU JAX knows."""
+    try:
+        capacity: int = pltpu.get_tpu_info().vmem_capacity_bytes
+    except ValueError:  # a CPU or GPU default device, or a TPU newer than this JAX
+        return None
+    return capacity
+
+
+def vmem_bytes(bm: int, bn: int, bk: int, itemsize: int, out_itemsizes: tuple[int, ...]) -> int:
+    """VMEM the kernel's tiles take: every input and output tile twice (Pallas
+    double-buffers the copies to and from HBM; the bias's (1, bn) tile pads to 8
+    rows), the float32 accumulator, and two float32 tiles for the epilogue's
+    temporaries."""
+    inputs = 2 * (bm * bk + bk * bn + 8 * bn) * itemsize
+    outputs = 2 * bm * bn * sum(out_itemsizes)
+    return inputs + outputs + 3 * bm * bn * 4
+
+
+def vmem_limit(need: int) -> int | None:
+    """The vmem_limit_bytes for tiles of `need` bytes: None (Mosaic's default) where
+    half the default holds them, else twice the need (Mosaic adds its own scratch),
+    within three quarters of the chip's VMEM where the chip is known."""
+    if 2 * need <= DEFAULT_SCOPED_VMEM:
+        return None
+    capacity = vmem_capacity()
+    return 2 * need if capacity is None else min(2 * need, capacity * 3 // 4)
+
+
+def default_blocks(m: object, k: object, n: object, itemsize: int) -> dict[str, int]:
+    """Blocks for a call no block table knows: the largest of BLOCKS_BY_SIZE whose
+    tiles (clamped to the operands, with the backward's float32 pre-activation)
+    take at most a quarter of the chip's VMEM; DEFAULT_BLOCKS where the chip is
+    unknown or a size is symbolic (jax.export)."""
+    capacity = vmem_capacity()
+    if capacity is None or not all(isinstance(size, int) for size in (m, k, n)):
+        return DEFAULT_BLOCKS
+    for bm, bn, bk in BLOCKS_BY_SIZE:
+        clamped = (min(bm, m), min(bn, n), min(bk, k))  # type: ignore[call-overload]
+        if vmem_bytes(*clamped, itemsize, (itemsize, 4)) <= capacity // 4:
+            return {"block_m": bm, "block_n": bn, "block_k": bk}
+    return DEFAULT_BLOCKS
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -170,6 +231,8 @@ def matmul(
         transpose_a=transpose_a,
         transpose_b=transpose_b,
     )
+    itemsizes = tuple(jnp.dtype(out.dtype).itemsize for out in out_shape)
+    need = vmem_bytes(bm, bn, bk, jnp.dtype(a.dtype).itemsize, itemsizes)
     call = functools.partial(
         pl.pallas_call,
         kernel,
@@ -178,7 +241,9 @@ def matmul(
         out_specs=[out_spec] * len(out_shape),
         out_shape=out_shape,
         scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(dimension_semantics=DIMENSION_SEMANTICS),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=DIMENSION_SEMANTICS, vmem_limit_bytes=vmem_limit(need)
+        ),
     )
     if interpret is None:
         outputs: list[jax.Array] = native_or_interpreted(

@@ -40,6 +40,15 @@ TUNING_CANDIDATES = [
     (64, 64, 64),
     (128, 128, 64),
 ]
+
+
+def default_blocks(m: object, k: object, n: object, itemsize: int) -> dict[str, int]:
+    """Blocks for a call no block table knows: DEFAULT_BLOCKS, whatever the sizes.
+    (The TPU kernel chooses by the chip's VMEM; here shared memory and registers
+    bound the tiles, and the tuner is the way to larger ones.)"""
+    return DEFAULT_BLOCKS
+
+
 COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=3)
 
 Activation: TypeAlias = Literal["gelu"] | None

@@ -40,18 +40,6 @@ import op_spec  # noqa: E402  (the declaration, beside the tests)
 import plot  # noqa: E402  (benchmarks/plot.py: drawing needs matplotlib, only with --plot)
 from conformance import make_args  # noqa: E402
 
-# Dense bf16 peak (FLOP/s) and HBM bandwidth (bytes/s), by device_kind substring.
-PEAKS = {
-    "TPU v4": (275e12, 1.2e12),
-    "TPU v5 lite": (197e12, 0.82e12),
-    "TPU v5e": (197e12, 0.82e12),
-    "TPU v5p": (459e12, 2.76e12),
-    "TPU v6": (918e12, 1.64e12),
-    "H200": (989e12, 4.8e12),
-    "H100": (989e12, 3.35e12),
-    "A100": (312e12, 2.0e12),
-}
-
 
 def median_seconds(fn, args, repeats):
     jax.block_until_ready(fn(*args))  # warm-up: compile and first run
@@ -108,7 +96,7 @@ def main():
         )
     sizes = sizes[:1] if args.quick else sizes
     repeats = 3 if (args.quick or not native) else args.repeats
-    peak = next((p for name, p in PEAKS.items() if name in device.device_kind), None)
+    peak = plot.peak(device)  # (FLOP/s, bytes/s), or None: a CPU, or a chip not in plot.PEAKS
     flops_of = getattr(op_spec, "bench_flops", None)
     dtype = "bfloat16" if native else "float32"
     print(f"jax {jax.__version__}, {device.device_kind}, {kernel.BACKEND} backend, {dtype}")
@@ -151,7 +139,7 @@ def main():
         if args.plot:
             for column, value in zip(drawn["forward"], (moved, t_pallas, t_xla), strict=True):
                 column.append(value)
-        if args.plot and grads:
+        if grads and (native or args.plot):
             _, gradients = pallas_grad(*inputs)
             t_pallas = median_seconds(pallas_grad, inputs, repeats)
             t_xla = median_seconds(xla_grad, inputs, repeats)
@@ -163,10 +151,10 @@ def main():
                 column.append(value)
             print(
                 f"{label}: value_and_grad: pallas {1e3 * t_pallas:9.3f} ms,"
-                f" XLA {1e3 * t_xla:9.3f} ms"
+                f" XLA {1e3 * t_xla:9.3f} ms, pallas/XLA time {t_pallas / t_xla:5.2f}x"
             )
     if native and not peak:
-        print(f"(no peak figures for {device.device_kind!r}: add them to PEAKS for the roofline)")
+        print(f"(no peak figures for {device.device_kind!r}: add them to plot.PEAKS)")
     if args.plot:
         draw(args.plot, drawn, native, args.quick)
 

@@ -2,13 +2,17 @@
 machine; lowered for the real target on this host; run natively where the
 target exists. Target-specific details live in tests/target.py."""
 
+{% if cookiecutter.backend == "tpu" -%}
+import re
+
+{% endif -%}
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from {{ cookiecutter.package_name }} import BACKWARD, kernel
+from {{ cookiecutter.package_name }} import BACKWARD, {% if cookiecutter.backend == "tpu" %}block_table, {% endif %}kernel
 
 # isort: split
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }} as op
@@ -288,6 +292,59 @@ def test_kernel_matmuls_ask_for_what_op_spec_declares(dtype):
             assert "contract_precision" not in matmuls[0]
         else:
             assert f"precision = {precision}" in matmuls[0]
+
+
+def scoped_vmem_limits(fn, *specs):
+    """The vmem_limit_bytes of each kernel in fn(*specs) lowered for a TPU from
+    this host (None: Mosaic's default), and the blocks of each kernel call."""
+    text = target.lower(fn, *specs)
+    calls = re.findall(r"tpu_custom_call\(.*", text)
+    sizes = [re.search(r"scoped_memory_configs.*?size\\22: (\d+)", call) for call in calls]
+    return [int(size[1]) if size else None for size in sizes]
+
+
+def test_a_described_tpu_gets_blocks_and_vmem_for_its_size(monkeypatch):
+    """Lowered from this host for a TPU v5e (tests/target.py's DEVICE, 128 MiB of
+    VMEM), a large bfloat16 call gets the largest of kernel.BLOCKS_BY_SIZE
+    (1024x1024x512: 128^3 blocks ran at 7-11% of XLA's speed there), and every
+    kernel, forward and backward, asks Mosaic for the VMEM its tiles need: at
+    Mosaic's default limit (16 MiB on a v5e) these blocks do not compile
+    (CompileTimeScopedVmemOom). Off a TPU, without a described chip,
+    DEFAULT_BLOCKS and Mosaic's default limit."""
+    monkeypatch.delenv(block_table.BLOCK_TABLE_ENV, raising=False)
+    monkeypatch.setattr(block_table, "read", lambda path: {})  # no tuned entry
+    specs = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in ((8192, 8192), (8192, 8192), (8192,))]
+    value_and_grad = jax.value_and_grad(
+        lambda *a: jnp.sum({{ cookiecutter.op_name }}(*a, interpret=False).astype(jnp.float32)),
+        argnums=(0, 1, 2),
+    )
+    with target.export_context():
+        assert kernel.vmem_capacity() == 128 * 2**20
+        assert kernel.default_blocks(8192, 8192, 8192, 2) == dict(
+            zip(block_table.KEYS, kernel.BLOCKS_BY_SIZE[0], strict=True)
+        )
+        limits = scoped_vmem_limits(value_and_grad, *specs)
+    assert len(limits) == (3 if BACKWARD == "kernel" else 1)
+    for limit in limits:
+        assert limit is not None and kernel.DEFAULT_SCOPED_VMEM < limit <= 96 * 2**20
+    if not target.present():  # a TPU host's own chip is known
+        assert set(scoped_vmem_limits(value_and_grad, *specs)) == {None}
+        assert kernel.default_blocks(8192, 8192, 8192, 2) == kernel.DEFAULT_BLOCKS
+
+
+def test_default_blocks_shrink_to_fit_a_smaller_vmem(monkeypatch):
+    """On a chip with less VMEM (16 MiB: TPU v4) the default blocks are the
+    largest whose tiles take at most a quarter of it; small operands clamp the
+    tiles, so they may take larger blocks."""
+    monkeypatch.setattr(kernel, "vmem_capacity", lambda: 16 * 2**20)
+    blocks = kernel.default_blocks(8192, 8192, 8192, 2)
+    tiles = (blocks["block_m"], blocks["block_n"], blocks["block_k"])
+    assert kernel.vmem_bytes(*tiles, 2, (2, 4)) <= 4 * 2**20
+    assert tiles == next(
+        b for b in kernel.BLOCKS_BY_SIZE if kernel.vmem_bytes(*b, 2, (2, 4)) <= 4 * 2**20
+    )
+    assert kernel.default_blocks(8, 128, 128, 2)["block_m"] == kernel.BLOCKS_BY_SIZE[0][0]
+    assert kernel.default_blocks("m", 128, 128, 2) == kernel.DEFAULT_BLOCKS  # symbolic
 {%- elif cookiecutter.backend == "mosaic_gpu" %}
 
 

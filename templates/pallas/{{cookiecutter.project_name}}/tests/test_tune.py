@@ -74,7 +74,14 @@ def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, mon
     assert ("mean nothing" in out) != native
     assert f"blocks {default}: wrong answer" in out
     entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
-    assert entries == {block_table.bucket(m, k, n): list(other)}
+    assert list(entries) == [block_table.bucket(m, k, n)]
+    entry = entries[block_table.bucket(m, k, n)]
+    assert entry["blocks"] == list(other)
+    # How it was measured, beside it: when, on which JAX, and the times.
+    measured = entry["measured"]
+    assert measured["jax"] == jax.__version__ and measured["shape"] == [m, k, n]
+    assert measured["forward_ms"] > 0 and measured["value_and_grad_ms"] > 0
+    assert measured["interpreted"] == (not native)
 
     monkeypatch.setenv(block_table.BLOCK_TABLE_ENV, str(table))
     calls = []
@@ -106,5 +113,5 @@ def test_tuner_times_the_kernel_whatever_the_environment_says(
     assert tune.main([*argv, "--repeats", "1", "--candidates", *spec]) == 0
     assert f"blocks {tuple(REFUSED)}: refused" in capsys.readouterr().out
     entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
-    assert entries == {block_table.bucket(m, k, n): list(default)}
+    assert entries[block_table.bucket(m, k, n)]["blocks"] == list(default)
     assert default in {(kw["block_m"], kw["block_n"], kw["block_k"]) for kw in kernel_calls}

@@ -18,12 +18,19 @@ Where the tables are, first match wins:
    (your tuning runs);
 2. block_table.json beside this module (shipped with the package: copy the
    entries you measured into it to make them everyone's default);
-3. kernel.DEFAULT_BLOCKS, valid on every device, for shapes and devices
-   neither table knows.
+3. kernel.default_blocks, for shapes and devices neither table knows: on a
+   TPU the largest blocks that fit its VMEM, else kernel.DEFAULT_BLOCKS,
+   valid on every device.
 
 The format, one JSON object:
 
-    {"<device kind>": {"<dtype>": {"<bucket>": [block_m, block_n, block_k]}}}
+    {"<device kind>": {"<dtype>": {"<bucket>": ENTRY}}}
+
+ENTRY is [block_m, block_n, block_k], or what the tuner writes: the blocks
+with how they were measured beside them (free-form, for the reader),
+
+    {"blocks": [block_m, block_n, block_k],
+     "measured": {"date": ..., "jax": ..., "shape": ..., "forward_ms": ...}}
 
 device kind as jax.devices()[0].device_kind says it ("TPU v5 lite", "NVIDIA
 H100 80GB HBM3"), dtype as NumPy names it ("bfloat16"), bucket "MxKxN" with
@@ -37,7 +44,7 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import jax
 import numpy as np
@@ -47,7 +54,8 @@ BLOCK_TABLE_ENV = "{{ cookiecutter.package_name.upper() }}_BLOCK_TABLE"
 PACKAGED = "block_table.json"
 KEYS = ("block_m", "block_n", "block_k")
 
-Table: TypeAlias = dict[str, dict[str, dict[str, list[int]]]]
+Entry: TypeAlias = list[int] | dict[str, Any]
+Table: TypeAlias = dict[str, dict[str, dict[str, Entry]]]
 
 
 class Tuned(NamedTuple):
@@ -95,8 +103,13 @@ def lookup(kind: str | None, dtype: np.dtype, m: object, k: object, n: object) -
     for path in table_paths():
         entry = read(path).get(kind, {}).get(dtype_name, {}).get(key)
         if entry is not None:
-            return Tuned(dict(zip(KEYS, entry, strict=True)), str(path))
+            return Tuned(dict(zip(KEYS, blocks_of(entry), strict=True)), str(path))
     return None
+
+
+def blocks_of(entry: Entry) -> list[int]:
+    """An entry's blocks, in either form."""
+    return entry["blocks"] if isinstance(entry, dict) else entry
 
 
 def table_paths() -> list[Path]:
@@ -129,7 +142,8 @@ def _problem(table: object) -> str:
         for dtype_name, buckets in dtypes.items():
             if not isinstance(buckets, dict):
                 return f"{kind!r} / {dtype_name!r} must map buckets to blocks"
-            for key, blocks in buckets.items():
+            for key, entry in buckets.items():
+                blocks = entry.get("blocks") if isinstance(entry, dict) else entry
                 valid = (
                     isinstance(blocks, list)
                     and len(blocks) == len(KEYS)
@@ -138,13 +152,24 @@ def _problem(table: object) -> str:
                 if not valid:
                     return (
                         f"{kind!r} / {dtype_name!r} / {key!r}: expected "
-                        f"[block_m, block_n, block_k] as positive ints, got {blocks!r}"
+                        f"[block_m, block_n, block_k] as positive ints, got {entry!r}"
                     )
     return ""
 
 
-def write(path: Path, kind: str, dtype_name: str, key: str, blocks: tuple[int, ...]) -> None:
-    """Add or replace one entry, keeping the rest of the table."""
+def write(
+    path: Path,
+    kind: str,
+    dtype_name: str,
+    key: str,
+    blocks: tuple[int, ...],
+    measured: dict[str, Any] | None = None,
+) -> None:
+    """Add or replace one entry, keeping the rest of the table; with how it was
+    measured beside the blocks, if given."""
     table = read(path) if path.exists() else {}
-    table.setdefault(kind, {}).setdefault(dtype_name, {})[key] = list(blocks)
+    entry: Entry = (
+        list(blocks) if measured is None else {"blocks": list(blocks), "measured": measured}
+    )
+    table.setdefault(kind, {}).setdefault(dtype_name, {})[key] = entry
     path.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")

@@ -25,7 +25,7 @@ Around the kernel, what makes it usable in a model:
   traces it: exported for a TPU from a CPU host, the program holds the
   kernel; on a TPU host, arrays on a CPU device get the reference.
 - Block sizes come from the tuned table (block_table.py) for the device the
-  kernel runs on when the caller gives none, else from kernel.DEFAULT_BLOCKS.
+  kernel runs on when the caller gives none, else from kernel.default_blocks.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
   shard through jax.shard_map; so does each slice of a vmapped batch split
   over Explicit mesh axes (_batches_per_shard). For jit with Auto shardings,
@@ -93,7 +93,7 @@ def {{ cookiecutter.op_name }}(
     variable IMPLEMENTATION_ENV overrides it.
 
     Block sizes not given come from the tuned table for the device the kernel
-    runs on (block_table.py), else kernel.DEFAULT_BLOCKS, and are checked
+    runs on (block_table.py), else kernel.default_blocks, and are checked
     against the target's tiling rules before anything is lowered.
     interpret=None runs the kernel natively on its target and interpreted
     elsewhere; pass True / False (or the interpreter's settings) to choose.
@@ -173,7 +173,7 @@ def kernel_only(
         kind = block_table.target_device_kind(kernel.PLATFORM)
     else:
         kind = block_table.device_kind()
-    blocks, table = _blocks(a, b, kind, block_m, block_n, block_k)
+    blocks, table = _blocks(a, b, kind, interpret is False, block_m, block_n, block_k)
     try:
         _check_all_blocks(a, b, bias, blocks, interpret)
     except ValueError as error:
@@ -220,16 +220,25 @@ def _blocks(
     a: jax.Array,
     b: jax.Array,
     device_kind: str | None,
+    native: bool,
     block_m: int | None,
     block_n: int | None,
     block_k: int | None,
 ) -> tuple[Blocks, str | None]:
     """The caller's block sizes; those not given from the tuned table for this
-    device kind, dtype and shape, else the kernel's defaults. Also returns the
+    device kind, dtype and shape, else the kernel's defaults: natively, those
+    for this shape on the chip (kernel.default_blocks); interpreted,
+    kernel.DEFAULT_BLOCKS (the interpreter has no VMEM to fill, and small
+    blocks keep the tests' ragged edges inside the grid). Also returns the
     table's path when an entry was used, for error messages."""
     (m, k), n = a.shape, b.shape[1]
     tuned = block_table.lookup(device_kind, a.dtype, m, k, n)
-    defaults = kernel.DEFAULT_BLOCKS if tuned is None else tuned.blocks
+    if tuned is not None:
+        defaults = tuned.blocks
+    elif native:
+        defaults = kernel.default_blocks(m, k, n, jnp.dtype(a.dtype).itemsize)
+    else:
+        defaults = kernel.DEFAULT_BLOCKS
     given = {"block_m": block_m, "block_n": block_n, "block_k": block_k}
     blocks = Blocks(**{k: defaults[k] if v is None else v for k, v in given.items()})
     for key, value in blocks._asdict().items():
