@@ -273,7 +273,7 @@ def rms_norm_reference(x, weight, eps=1e-6):
     """Plain JAX, differentiated by JAX's own autodiff: the oracle for values and gradients.
 
     Written as x / sqrt(...), not x * rsqrt(mean(x**2) + eps), on purpose: with jaxlib
-    0.11.1 - 0.12.0.1, XLA:CPU miscompiles jit(grad(...)) of that rsqrt form (with x**2 or
+    0.11.1 - 0.12.1, XLA:CPU miscompiles jit(grad(...)) of that rsqrt form (with x**2 or
     jnp.square) once there are >= 4096 rows: float32 gradient errors of order 1, while eager
     mode and the forward value are right (XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=-reduce
     avoids it). The x / sqrt(...) form came out right. An oracle needs checking too: main()

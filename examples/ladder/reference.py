@@ -3,7 +3,7 @@
     y = x / sqrt(mean(x**2, axis=-1) + eps) * w
 
 JAX differentiates it, batches it, shards it and exports it on its own. Written as
-x / sqrt(...), not x * rsqrt(...): XLA:CPU in jaxlib 0.11.1 to 0.12.0.1 miscompiles
+x / sqrt(...), not x * rsqrt(...): XLA:CPU in jaxlib 0.11.1 to 0.12.1 miscompiles
 jit(grad) of the rsqrt form at >= 4096 rows (see the kit's facts file), and the tests check
 this form against the float64 oracle at 4100 rows.
 """

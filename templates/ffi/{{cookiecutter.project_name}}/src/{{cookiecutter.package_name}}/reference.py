@@ -8,7 +8,7 @@ independent of {{ cookiecutter.op_name }}.py (no shared helpers), so a bug in on
 the other. tests/test_reference.py checks it against float64 NumPy.
 
 Write it as a division by sqrt, not as `x * lax.rsqrt(...)`: XLA:CPU in
-jaxlib 0.11.1 to 0.12.0.1 miscompiles jit(grad) of the rsqrt form for 4096 rows
+jaxlib 0.11.1 to 0.12.1 miscompiles jit(grad) of the rsqrt form for 4096 rows
 or more (wrong gradients, no error). The test at 4096 rows guards this.
 bfloat16 is computed in float32 and rounded once at the end, like the handler.
 """
