@@ -364,18 +364,25 @@ def sigint_reaches_children():
     signal.signal(signal.SIGINT, previous)
 
 
-def test_timed_out_tests_report_their_counts_so_far_in_the_table(tmp_path, sigint_reaches_children):
-    """pytest, interrupted at the timeout, still writes its report: the table says so."""
+def check_of_tests(tmp_path, tests):
+    """Check 4 (custom-vjp, default) as hardware-check sees it, for a project whose only
+    tests are the module `tests`."""
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
-    (project / "tests" / "test_slow.py").write_text(
+    (project / "tests" / "test_x.py").write_text(tests)
+    check = hw.Check("custom-vjp", "default")
+    return hw.Result(check, 4, project=project, code=project / "src", log=tmp_path / "04-x")
+
+
+def test_timed_out_tests_report_their_counts_so_far_in_the_table(tmp_path, sigint_reaches_children):
+    """pytest, interrupted at the timeout, still writes its report: the table says so."""
+    result = check_of_tests(
+        tmp_path,
         "import time, pytest\n"
         "def test_a(): pass\n"
         "def test_b(): pytest.skip('not here')\n"
-        "def test_c(): time.sleep(120)\n"
+        "def test_c(): time.sleep(120)\n",
     )
-    check = hw.Check("custom-vjp", "default")
-    result = hw.Result(check, 4, project=project, code=project / "src", log=tmp_path / "04-x")
     # 20 s: time for pytest to start and run test_a and test_b on a loaded
     # 2-core runner (8 s was not, once), well short of test_c's sleep.
     start = time.perf_counter()
@@ -394,17 +401,14 @@ def test_timed_out_tests_report_their_counts_so_far_in_the_table(tmp_path, sigin
 def test_an_xfail_the_project_declares_is_listed_and_accepted(tmp_path):
     """A test the project marks xfail on this machine (a known defect of its JAX) is not a
     skip on the hardware it needs: the check passes, and the table names it with its reason."""
-    project = tmp_path / "project"
-    (project / "tests").mkdir(parents=True)
-    (project / "tests" / "test_x.py").write_text(
+    result = check_of_tests(
+        tmp_path,
         "import pytest\n"
         "def test_a(): pass\n"
         "@pytest.mark.xfail(reason='the interpreter fails on this host', strict=True)\n"
         "def test_b(): assert False\n"
-        "def test_c(): pytest.skip('needs a tpu')\n"
+        "def test_c(): pytest.skip('needs a tpu')\n",
     )
-    check = hw.Check("custom-vjp", "default")
-    result = hw.Result(check, 4, project=project, code=project / "src", log=tmp_path / "04-x")
     hw.run_tests(result, "tpu", timeout=120)
     assert result.expected_failures == ["test_b: the interpreter fails on this host"]
     assert result.bad_skips == ["test_c: needs a tpu"]
