@@ -22,8 +22,9 @@ Both sides run on this machine's default device: the benchmark exports its own
 artifact for the project's platforms and this one's, so that on a TPU host it
 times the artifact on the TPU even if the project ships a CPU-only one. Where
 the chip's peak is known (benchmarks/plot.py PEAKS: a TPU or a GPU, not a
-CPU), the artifact's FLOP/s (model_flops) and bytes moved per second (weights,
-inputs and outputs) are printed as a share of the chip's peak.
+CPU), the artifact's FLOP/s (XLA's count for the compiled model, so no count
+to keep in step with the model) and bytes moved per second (weights, inputs
+and outputs) are printed as a share of the chip's peak.
 """
 
 import argparse
@@ -38,9 +39,6 @@ from jax import export
 
 from {{ cookiecutter.package_name }} import artifact, init_params
 from {{ cookiecutter.package_name }}.{{ cookiecutter.op_name }} import exported_function
-{%- if cookiecutter.example != "none" %}
-from {{ cookiecutter.package_name }}.reference import CLASSES, FEATURES, HIDDEN
-{%- endif %}
 
 import plot  # benchmarks/plot.py, beside this file
 
@@ -49,20 +47,17 @@ import plot  # benchmarks/plot.py, beside this file
 SAMPLE_SECONDS = 1e-3
 
 
-def model_flops({% if seq %}batch, seq{% else %}batch{% endif %}):
-    """The FLOPs of one call of the model, for the share of the chip's peak:
-    {%- if cookiecutter.example == "none" %} None,
-    not counted: count your model's here (2 per multiply-add of each matmul)."""
-    return None
-    {%- elif seq %} its
-    matmuls' multiply-adds, 2 FLOPs each (the elementwise work left out): the
-    input layer, the attention scores and pooling, the output layer."""
-    tokens = batch * seq
-    return 2 * (tokens * FEATURES * HIDDEN + 2 * tokens * HIDDEN + batch * HIDDEN * CLASSES)
-    {%- else %} its
-    two matmuls' multiply-adds, 2 FLOPs each (the bias and tanh left out)."""
-    return 2 * batch * (FEATURES * HIDDEN + HIDDEN * CLASSES)
-    {%- endif %}
+def compiled_flops(fn, *args):
+    """The FLOPs XLA counts in fn compiled for these arguments (its cost
+    analysis), or None where the backend gives none: no count to keep in step
+    with the model by hand."""
+    try:
+        cost = fn.lower(*args).compile().cost_analysis()
+    except (NotImplementedError, RuntimeError):  # a backend without cost analysis
+        return None
+    cost = cost[0] if isinstance(cost, list) else cost  # JAX 0.10: one dict per program
+    flops = (cost or {}).get("flops")
+    return float(flops) if flops and flops > 0 else None
 
 
 def nbytes(tree):
@@ -174,7 +169,7 @@ def main():
             # The least a call moves: the weights and inputs read, the outputs written.
             outputs = jax.eval_shape(original, params, *inputs)
             moved = nbytes(params) + nbytes(inputs) + nbytes(outputs)
-            flops = model_flops(*size)
+            flops = compiled_flops(original, params, *inputs)
             print(
                 f"{str(size):>12} {1e3 * t_artifact:>12.3f} {1e3 * t_original:>9.3f} "
                 f"{statistics.median(ratios):>6.2f}x {q1:>6.2f}-{q3:.2f}"
@@ -185,7 +180,7 @@ def main():
     print("ratio: artifact / jit, per round (1.00x: the artifact costs nothing extra per call)")
     print("first result: CPU ms of a fresh load + first call, against a fresh jax.jit + first call")
     print(
-        "FLOP/s, B/s share: the artifact's FLOPs (model_flops) and least bytes moved (weights,"
+        "FLOP/s, B/s share: the model's FLOPs (XLA's cost analysis) and least bytes moved (weights,"
         " inputs, outputs) per second, as a share of the chip's peak"
     )
     print(plot.peak_note(device))
