@@ -135,6 +135,13 @@ SPEC = OpSpec(
             forward={"all-gather": 1},
             gradient={"all-gather": 1},
         ),
+        # The same inside shard_map over "x": the batch's split over the automatic
+        # "y" has no rule to follow through the custom call.
+        "shard-map-partial-b": Collectives(
+            "the split over the automatic axis is gathered: go manual over all, or use api=extend",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 1},
+        ),
 {%- endif %}
 {%- else %}
         # Each shift trades one boundary element with each neighbour.

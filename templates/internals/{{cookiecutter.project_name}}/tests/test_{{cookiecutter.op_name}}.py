@@ -237,6 +237,22 @@ def test_export_round_trip(rng):
     assert_close(loaded.call(*args), matvec_f64(*args), VALUES)
 
 
+{%- if cookiecutter.lowering == "ffi" %}
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)], ids=str)
+def test_the_custom_call_names_every_axis_but_the_last_a_batch_axis(shape):
+    """XLA may run a batch-partitionable custom call (ffi_target.py) on each
+    device's part of its first num_batch_dims axes: every axis but the last,
+    which couples neighbours. Read from the lowered module: JAX 0.12.1 shards
+    the call along an explicit mesh's axes from the types alone, so only
+    older JAX shows a wrong count as communication."""
+    specs = [jax.ShapeDtypeStruct(shape, jnp.float32)] * 4
+    module = jax.jit(matvec).trace(*specs).lower(lowering_platforms=("cpu",)).as_text()
+    assert f'num_batch_dims = "{len(shape) - 1}"' in module
+{%- endif %}
+
+
 def test_sharded_batch_needs_no_communication(rng):
     mesh = jax.make_mesh((8,), ("batch",), devices=mesh_devices(8))
     args = operands(rng, (16, 32))
