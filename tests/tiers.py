@@ -10,8 +10,10 @@ its own suite run, the conformance matrix included. A template's *battery* is
 the rest: every covering combination's own suite, every mutant, the
 oldest-JAX pass, the default project on the oldest Python (tests/test_oldest_python.py),
 every combination type-checked, the second op, adopt, the
-wheels and the FFI's native checks. The full tier runs every battery; the
-quick tier runs the battery of each template that is *selected*:
+wheels and the FFI's native checks. The full tier runs every battery, and
+the conformance matrix in every covering combination (the quick tier, only in
+the default and the skeleton); the quick tier runs the battery of each
+template that is *selected*:
 
 - a file under templates/<rung>/ changed since the last release, the commit
   that set the current `__version__` (CI's clone has the history but no tags;
