@@ -99,6 +99,18 @@ def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, mon
     assert blocks_used((8, 128, 128)) == {default}  # another bucket: the defaults
 
 
+@pytest.mark.parametrize(
+    "argv", [["--shape", "0", "8", "8"], ["--shape", "8", "8", "8", "--repeats", "0"]]
+)
+def test_the_tuner_refuses_an_empty_shape_clearly(tmp_path, capsys, argv):
+    """A size of 0 (or no repeat) is a usage error naming it, not a crash in the kernel."""
+    with pytest.raises(SystemExit) as exit_:
+        tune.main([*argv, "--output", str(tmp_path / "blocks.json")])
+    assert exit_.value.code == 2
+    assert "must be positive, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "blocks.json").exists()
+
+
 def test_tuner_times_the_kernel_whatever_the_environment_says(
     tmp_path, monkeypatch, capsys, kernel_calls
 ):

@@ -145,6 +145,14 @@ def best(trials: Sequence[Trial]) -> Trial | None:
     return min(timed, key=lambda t: t.score) if timed else None
 
 
+def _size(text: str) -> int:
+    """A positive int: an empty operand has nothing to tune (and no bucket)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {value}")
+    return value
+
+
 def _triple(text: str) -> tuple[int, int, int]:
     """ "128,128,64" -> (128, 128, 64)."""
     block_m, block_n, block_k = (int(size) for size in text.split(","))
@@ -159,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--shape",
-        type=int,
+        type=_size,
         nargs=3,
         action="append",
         metavar=("M", "K", "N"),
@@ -168,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--dtype", choices=sorted(TOLERANCE), default="bfloat16")
     parser.add_argument("--output", type=Path, required=True, help="table to add the entry to")
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=_size, default=10)
     parser.add_argument(
         "--candidates",
         nargs="+",
