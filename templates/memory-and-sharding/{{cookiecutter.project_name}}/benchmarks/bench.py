@@ -216,12 +216,14 @@ def main():
         rows["auto jit"] = measure(auto, *placed, repeats)
         base_time, base_temp, base_comm = rows["shard_map"]
         for name, (seconds, temp, comm) in rows.items():
+            # A ratio to nothing is "-": XLA:TPU may need no temporary buffer at all.
             comm_ratio = f"{comm / base_comm:.2f}" if base_comm else "-"
+            temp_ratio = f"{temp / base_temp:.2f}" if base_temp else "-"
             devices = 1 if name == "unsharded" else on_mesh
             flop_share = plot.share(step_flops(*size), seconds, chip and devices * chip[0])
             print(
                 f"{str(size):>22} {name:>12} {1e3 * seconds:>10.3f} {temp:>12,} {comm:>12,} "
-                f"{seconds / base_time:>11.2f} {temp / base_temp:>11.2f} {comm_ratio:>11} "
+                f"{seconds / base_time:>11.2f} {temp_ratio:>11} {comm_ratio:>11} "
                 f"{flop_share:>13}"
             )
         speed_up = rows["unsharded"][0] / base_time

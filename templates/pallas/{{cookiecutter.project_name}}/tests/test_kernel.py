@@ -180,6 +180,29 @@ def test_accumulates_in_float32():
     )
     got = {{ cookiecutter.op_name }}(*args, interpret=True)
     assert_close(got, {{ cookiecutter.op_name }}_f64(*args), on_its_platform(VALUES, got))
+{% if cookiecutter.backend == "tpu" %}
+
+@pytest.mark.parametrize("k", [100, 128, 300], ids=lambda k: f"k={k}")
+def test_a_symbolic_k_sums_every_k_step(k):
+    """Exported with k symbolic, the kernel cannot tell when it is lowered
+    whether k fits one block (no accumulator) or spans several (assign, add,
+    then the epilogue). One artifact, called with k inside one block, exactly
+    one block and three blocks, gives the oracle's values each time."""
+    (symbolic_k,) = jax.export.symbolic_shape("k")
+    m, n = 64, 128
+
+    def matmul(a, b, bias):
+        blocks = {"block_m": 128, "block_n": 128, "block_k": 128}
+        return kernel.matmul(a, b, bias, **blocks, activation="gelu", interpret=True)
+
+    shapes = [(m, symbolic_k), (symbolic_k, n), (n,)]
+    specs = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes]
+    exported = jax.export.export(jax.jit(matmul), platforms=["cpu"])(*specs)
+    rng = np.random.default_rng(k)
+    args = on_cpu(*(jnp.asarray(rng.standard_normal(s), jnp.float32) for s in ((m, k), (k, n), (n,))))
+    got = exported.call(*args)
+    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), on_its_platform(VALUES, got))
+{% endif %}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
