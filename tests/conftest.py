@@ -89,7 +89,8 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Leave out the batteries the tier does not select (tests/tiers.py); then
+    """Leave out the batteries the tier does not select, and in the quick tier
+    the release path's checks (tests/tiers.py); then
     run the slowest first (tests marked slow, then the FFI bakes' own tests and
     mutants, which build C++): the two workers then even out on the short
     tests at the end instead of one finishing a long test alone. (Other
@@ -98,11 +99,8 @@ def pytest_collection_modifyitems(config, items):
 
     def selected(item):
         marker = item.get_closest_marker("battery")
-        if marker is None:
-            return True
-        if marker.args:
-            return chosen.battery(marker.args[0])
-        return any(chosen.battery(rung.name) for rung in available())
+        batteries = None if marker is None else tuple(marker.args)
+        return chosen.runs(batteries, item.get_closest_marker("release_path") is not None)
 
     left_out = [item for item in items if not selected(item)]
     if left_out:

@@ -6,8 +6,9 @@ selection of its tests passes. The rest of the suite runs on the kit's own
 Python, 3.12 or newer where one is found (scripts/_env.sh), so nothing else
 would notice code that only a newer Python runs.
 
-Part of each template's battery. Where no such Python is found the test skips,
-saying so, unless JAX_LADDER_NEED_OLDEST_PYTHON is set: the kit's CI installs
+One of the release path's checks: the full tier runs it (tests/tiers.py).
+Where no such Python is found the test skips, saying so, unless
+JAX_LADDER_NEED_OLDEST_PYTHON is set: the kit's release workflow installs
 one and sets it, so there the check cannot be skipped.
 """
 
@@ -22,6 +23,9 @@ from jax_ladder import pythons
 from jax_ladder.rungs import available
 from jax_ladder.scaffold import scaffold
 from jax_ladder.versions import JAX_ON_PYTHON_OLDEST, PYTHON_OLDEST
+
+# The release path: the full tier only (tests/tiers.py).
+pytestmark = pytest.mark.release_path
 
 NEED = "JAX_LADDER_NEED_OLDEST_PYTHON"
 

@@ -36,6 +36,9 @@ from conftest import battery
 from jax_ladder.rungs import available, by_name
 from jax_ladder.scaffold import scaffold
 
+# The release path: the full tier only (tests/tiers.py).
+pytestmark = pytest.mark.release_path
+
 # Each template's default project, and the options that give a template's
 # other release workflow (internals' lowering=ffi installs ffi's cd.yml).
 PROJECTS = [(r.name, {}) for r in available()] + [("internals", {"lowering": "ffi"})]

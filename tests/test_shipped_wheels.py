@@ -27,6 +27,9 @@ from jax_ladder.rungs import by_name, template_dir
 from jax_ladder.scaffold import scaffold
 from jax_ladder.versions import JAX_OLDEST, JAX_WINDOW
 
+# The release path: the full tier only (tests/tiers.py).
+pytestmark = pytest.mark.release_path
+
 # Every template that can generate a compiled project, with the options that
 # make it compiled (the rest at their defaults).
 COMPILED = {"ffi": {}, "internals": {"lowering": "ffi"}}

@@ -147,3 +147,21 @@ def test_a_clone_without_history_runs_every_battery(tmp_path, released):
 
 def test_every_shared_machinery_file_exists():
     assert [path for path in tiers.SHARED_MACHINERY if not (REPO / path).is_file()] == []
+
+
+@pytest.mark.parametrize("tier", ["quick", "full"])
+def test_the_release_path_runs_in_the_full_tier_only(tier):
+    every = dict.fromkeys(TEMPLATES, "changed")
+    chosen = tiers.Selection(tier, "a commit", every)
+    assert chosen.runs(None, release_path=False)
+    assert chosen.runs(("pallas",), release_path=False)
+    assert chosen.runs(("pallas",), release_path=True) == (tier == "full")
+    assert chosen.runs(None, release_path=True) == (tier == "full")
+
+
+def test_a_battery_runs_where_its_template_is_selected():
+    chosen = tiers.Selection("quick", "a commit", {"pallas": "changed"})
+    assert chosen.runs(("pallas",), release_path=False)
+    assert not chosen.runs(("ffi",), release_path=False)
+    assert chosen.runs((), release_path=False)  # any template's battery
+    assert not tiers.Selection("quick", "a commit", {}).runs((), release_path=False)

@@ -24,6 +24,9 @@ from conftest import battery, fresh_venv
 from jax_ladder.rungs import available
 from jax_ladder.scaffold import scaffold
 
+# The release path: the full tier only (tests/tiers.py).
+pytestmark = pytest.mark.release_path
+
 # cibuildwheel's test step (what it copies next to the installed wheel, the
 # extras it installs, the command) comes from a compiled project's
 # [tool.cibuildwheel], so this test runs what the release workflow runs. A

@@ -29,6 +29,14 @@ template that is *selected*:
 A test joins a battery with the marker `battery(<rung>)`; tests/conftest.py
 deselects the batteries this rule leaves out and prints the rule's choice at
 the start of the run.
+
+The release path's checks (marker `release_path`: every template's wheels
+built, installed and tested on the window's oldest and newest JAX, the
+release steps as written, the default projects on the oldest Python) run in
+the full tier only, whatever changed: they test how a release is made and
+installed, which the scheduled and release workflows run, and they alone
+took over a third of a quick run that selected every battery (1,500 of
+the two workers' 4,000 s). `Selection.runs` is the one place that decides.
 """
 
 from __future__ import annotations
@@ -69,6 +77,18 @@ class Selection:
     def battery(self, template: str) -> bool:
         return template in self.reasons
 
+    def runs(self, batteries: tuple[str, ...] | None, release_path: bool) -> bool:
+        """Whether a test runs: `batteries`, the templates whose battery it is
+        part of (None: no battery; empty: any template's); `release_path`,
+        whether it is one of the release path's checks (full tier only)."""
+        if release_path and self.tier != "full":
+            return False
+        if batteries is None:
+            return True
+        if batteries:
+            return any(self.battery(name) for name in batteries)
+        return bool(self.reasons)
+
     def describe(self, templates: list[str]) -> list[str]:
         """The lines printed at the start of a run."""
         lines = [f"jax-ladder tests: {self.tier} tier; changes compared with {self.since}"]
@@ -77,7 +97,10 @@ class Selection:
             runs = "full battery" if name in self.reasons else "quick"
             lines.append(f"  {name:<20} {runs:<13} {why}")
         if self.tier == "quick":
-            lines.append("  (./scripts/test --full runs every template's battery)")
+            lines.append(
+                "  (./scripts/test --full runs every template's battery and the release path's"
+                " checks)"
+            )
         return lines
 
 
