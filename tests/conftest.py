@@ -50,11 +50,9 @@ def pytest_addoption(parser):
 def selection(config) -> tiers.Selection:
     """The tier's choice of batteries (tests/tiers.py), made once per process."""
     if not hasattr(config, "jax_ladder_selection"):
-        from test_template_consistency import IDENTICAL
-
         templates = [rung.name for rung in available()]
         full = config.getoption("--full")
-        config.jax_ladder_selection = tiers.select(REPO, templates, IDENTICAL, full)
+        config.jax_ladder_selection = tiers.select(REPO, templates, full)
     return config.jax_ladder_selection
 
 

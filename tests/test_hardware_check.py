@@ -449,10 +449,9 @@ def test_the_templates_name_a_missing_facility_as_hardware_check_accepts_it():
     the sanitizers' runtime) skip with the prefix that skip_is_allowed accepts,
     and the conftest keeps such a skip a skip under REQUIRE_ACCELERATOR."""
     declared = {}
-    for path in (REPO / "templates").glob("*/*/tests/*.py"):
+    sources = [*(REPO / "templates").glob("*/*/tests/*.py"), *(REPO / "src").rglob("*.py")]
+    for path in sources:
         for value in re.findall(r'^MISSING_FACILITY = "(.*)"$', path.read_text(), re.MULTILINE):
-            declared[path.relative_to(REPO / "templates").as_posix()] = value
-    # One home per project (tests/devices.py), the same in every template.
-    names = {key.split("/")[0] + "/" + key.rsplit("/", 1)[1] for key in declared}
-    assert names == {f"{rung.template}/devices.py" for rung in available()}
-    assert set(declared.values()) == {hw.MISSING_FACILITY}
+            declared[path.relative_to(REPO).as_posix()] = value
+    # One home, every project's tests/devices.py (templates/shared_files.py).
+    assert declared == {"src/jax_ladder/opcheck/devices.py": hw.MISSING_FACILITY}

@@ -379,8 +379,8 @@ def template_project(rung) -> Path:
 
 
 def template_plot_module(rung):
-    """A template's benchmarks/plot.py (the same file in every template)."""
-    path = template_project(rung) / "benchmarks/plot.py"
+    """Every project's benchmarks/plot.py: the kit's jax_ladder/opcheck/plot.py."""
+    path = REPO / "src" / "jax_ladder" / "opcheck" / "plot.py"
     spec = importlib.util.spec_from_file_location("template_plot", path)
     plot = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plot)

@@ -18,9 +18,10 @@ template that is *selected*:
 - a file under templates/<rung>/ changed since the last release, the commit
   that set the current `__version__` (CI's clone has the history but no tags;
   uncommitted and untracked files count as changes), or
-- shared machinery changed since then (SHARED_MACHINERY below, and any copy
-  of a file that tests/test_template_consistency.py holds identical in every
-  template): every template is selected;
+- shared machinery changed since then (SHARED_MACHINERY below: the kit's
+  generation and test machinery, and the files every project shares, which
+  live once in the package, templates/shared_files.py says how): every
+  template is selected;
 - where neither selects anything, the release is at HEAD (only the version,
   docs or samples moved after it): the same two rules then compare with the
   release before it, so the submission that ends with a release runs the
@@ -43,7 +44,8 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from fnmatch import fnmatchcase
+from pathlib import Path
 
 VERSION_FILE = "src/jax_ladder/__init__.py"
 VERSION_LINE = "^__version__ = "  # git log -G: the commits that moved the version
@@ -63,6 +65,11 @@ SHARED_MACHINERY = (
     "tests/forked_pytest.py",
     "tests/test_templates.py",
     "tests/tiers.py",
+    # What every project shares, and what writes it into each (fnmatch patterns).
+    "src/jax_ladder/opcheck/*",
+    "src/jax_ladder/project_files/*",
+    "templates/shared_files.py",
+    "templates/*/hooks/pre_gen_project.py",
 )
 
 
@@ -132,39 +139,33 @@ def changed_since(root: Path, commit: str) -> list[str]:
     return sorted({*diff, *untracked})
 
 
-def shared_by_every_template(path: str, identical: list[str]) -> bool:
-    """Whether path is a template's copy of a file held identical in all."""
-    parts = PurePosixPath(path).parts
-    return len(parts) > 2 and parts[0] == "templates" and "/".join(parts[2:]) in identical
+def shared_machinery(path: str) -> bool:
+    """Whether path is part of what every template's projects depend on."""
+    return any(fnmatchcase(path, pattern) for pattern in SHARED_MACHINERY)
 
 
-def select(root: Path, templates: list[str], identical: list[str], full: bool) -> Selection:
-    """The rule. `templates`: every template's folder name; `identical`: the
-    files test_template_consistency holds identical (paths inside a template)."""
+def select(root: Path, templates: list[str], full: bool) -> Selection:
+    """The rule. `templates`: every template's folder name."""
     if full:
         return Selection("full", "nothing (--full)", dict.fromkeys(templates, "--full"))
     commits = release_commits(root)
     if not commits:
         why = "no git history to compare with: every battery runs"
         return Selection("quick", "nothing (no history)", dict.fromkeys(templates, why))
-    last = _select_since(root, templates, identical, commits[0], "the last release's commit")
+    last = _select_since(root, templates, commits[0], "the last release's commit")
     if last.reasons or len(commits) < 2:
         return last
     # Nothing a battery tests moved after the release: it is the release at
     # HEAD, so its own contents are what this run must cover.
-    return _select_since(
-        root, templates, identical, commits[1], "the release before HEAD's release, commit"
-    )
+    return _select_since(root, templates, commits[1], "the release before HEAD's release, commit")
 
 
-def _select_since(
-    root: Path, templates: list[str], identical: list[str], commit: str, what: str
-) -> Selection:
+def _select_since(root: Path, templates: list[str], commit: str, what: str) -> Selection:
     """The two rules, for the changes since `commit`."""
     version = _git(root, "show", "-s", "--format=%h", commit).stdout.strip()
     since = f"{what} {version}"
     changed = changed_since(root, commit)
-    shared = [p for p in changed if p in SHARED_MACHINERY or shared_by_every_template(p, identical)]
+    shared = [p for p in changed if shared_machinery(p)]
     if shared:
         why = f"shared machinery changed: {', '.join(shared[:3])}" + ", ..." * (len(shared) > 3)
         return Selection("quick", since, dict.fromkeys(templates, why))

@@ -68,10 +68,13 @@ RUNGS = {
 
 
 def template_plot():
-    """The templates' benchmarks/plot.py (byte-identical in all seven), loaded by path: its
-    PEAKS is the kit's one table of the chips' peaks, and `peak` looks a device up in it."""
-    path = HERE.parents[1] / "templates" / "custom-vjp" / "{{cookiecutter.project_name}}"
-    spec = importlib.util.spec_from_file_location("template_plot", path / "benchmarks/plot.py")
+    """The kit's benchmark drawing (jax_ladder/opcheck/plot.py, every generated project's
+    benchmarks/plot.py), loaded by path from this checkout, else from the installed kit:
+    its PEAKS is the kit's one table of the chips' peaks, and `peak` looks a device up in it."""
+    path = HERE.parents[1] / "src" / "jax_ladder" / "opcheck" / "plot.py"
+    if not path.is_file():
+        return importlib.import_module("jax_ladder.opcheck.plot")
+    spec = importlib.util.spec_from_file_location("template_plot", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

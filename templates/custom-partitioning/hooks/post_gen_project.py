@@ -1,8 +1,13 @@
 """Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
 and lay out the worked example or the skeleton (see keep_example)."""
 
+import runpy
 import shutil
 from pathlib import Path
+
+# The files every project shares, which hooks/pre_gen_project.py staged: into place
+# first (templates/shared_files.py in the kit), as the steps below move or drop some.
+runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
 
 # The worked example's own files: its tests, its float64 NumPy oracle, the
 # two-process test and its measured benchmark plot. The skeleton

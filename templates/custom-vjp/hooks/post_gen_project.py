@@ -1,8 +1,13 @@
 """Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
 and drop the worked example's own tests from a skeleton (example=none)."""
 
+import runpy
 import shutil
 from pathlib import Path
+
+# The files every project shares, which hooks/pre_gen_project.py staged: into place
+# first (templates/shared_files.py in the kit), as the steps below move or drop some.
+runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
 
 
 def keep_accelerator_workflow(choice):
@@ -20,9 +25,14 @@ keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 def drop_example_tests(example, op_name):
     """example=none: the skeleton has no example-specific tests (the conformance
     matrix and tests/test_reference.py work from tests/op_spec.py alone), nor
-    the example's measured benchmark plot (docs/benchmark.md says how to draw one)."""
+    the example's measured benchmark plots (docs/benchmark.md says how to draw one)."""
     if example == "none":
-        for path in (f"tests/test_{op_name}.py", "tests/oracle.py", "docs/benchmark.svg"):
+        for path in (
+            f"tests/test_{op_name}.py",
+            "tests/oracle.py",
+            "docs/benchmark.svg",
+            "docs/benchmark-tpu.svg",
+        ):
             Path(path).unlink()
 
 

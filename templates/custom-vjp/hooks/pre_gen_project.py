@@ -1,18 +1,22 @@
-"""Refuse a project or package name that would break the generated project.
+"""Refuse a project or package name that would break the generated project,
+then write the files every project shares into it.
 
 The rule is templates/name_rules.py, which `jax-ladder new` applies too, so
-plain cookiecutter, cruft and the kit accept the same names. cookiecutter runs
-this hook as a rendered copy in a temporary file, from the new project's
-folder, so the hook has to find the rule from what it is told.
+plain cookiecutter, cruft and the kit accept the same names; the shared files
+come from their one source in the kit's package (templates/shared_files.py
+says which and how). cookiecutter runs this hook as a rendered copy in a
+temporary file, from the new project's folder, so the hook has to find the
+kit's templates folder from what it is told.
 """
 
+import json
 import os
 import runpy
 import sys
 from pathlib import Path
 
 
-def rules_file() -> Path:
+def templates_folder() -> Path:
     candidates = []
     # cookiecutter: the template folder (relative to where cookiecutter started,
     # which a hook is not told: try the shell's directory, then the output folder).
@@ -28,14 +32,15 @@ def rules_file() -> Path:
     candidates.append(Path(repository, "templates", "rung"))
     for candidate in candidates:
         if (candidate.parent / "name_rules.py").is_file():
-            return candidate.parent / "name_rules.py"
+            return candidate.parent
     sys.exit(
         "error: name_rules.py (beside the template folder) not found; run cookiecutter or "
         "cruft on a jax-ladder checkout, with an absolute path if it still fails"
     )
 
 
-rules = runpy.run_path(str(rules_file()))
+templates = templates_folder()
+rules = runpy.run_path(str(templates / "name_rules.py"))
 problem = rules["project_name_problem"]({{ cookiecutter.project_name | tojson }})
 if problem:
     sys.exit(f"error: {problem}")
@@ -48,3 +53,6 @@ if problem:
 problem = rules["op_name_problem"]({{ cookiecutter.op_name | tojson }})
 if problem:
     sys.exit(f"error: {problem}; choose another op_name")
+shared = runpy.run_path(str(templates / "shared_files.py"))
+# The answers, as JSON in a string: JSON's true, false and null are no Python.
+shared["write_into"](Path.cwd(), templates, json.loads({{ cookiecutter | tojson | tojson }}))

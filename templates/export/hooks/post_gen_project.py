@@ -4,10 +4,15 @@ the JAX that created the project; keep the chosen accelerator workflow, if
 any; drop the example's own tests where they do not apply."""
 
 import os
+import runpy
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+# The files every project shares, which hooks/pre_gen_project.py staged: into place
+# first (templates/shared_files.py in the kit), as the steps below move or drop some.
+runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
 
 
 def keep_accelerator_workflow(choice):
@@ -25,9 +30,10 @@ keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 # example: the skeleton and the batch-only model have none.
 if "{{ cookiecutter.example }}" == "none" or "{{ cookiecutter.symbolic_dims }}" != "batch,seq":
     Path("tests/test_{{ cookiecutter.op_name }}.py").unlink()
-    # The measured plot is the worked example's, with its sequence axis: the
-    # skeleton and the batch-only model draw their own (docs/benchmark.md says how).
+    # The measured plots (CPU, TPU) are the worked example's, with its sequence axis:
+    # the skeleton and the batch-only model draw their own (docs/benchmark.md says how).
     Path("docs/benchmark.svg").unlink()
+    Path("docs/benchmark-tpu.svg").unlink()
 
 # src/ goes in front of PYTHONPATH, not in its place: some images (a TPU VM's)
 # provide JAX through PYTHONPATH alone. PYTHONDONTWRITEBYTECODE: importing the

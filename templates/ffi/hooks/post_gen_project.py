@@ -6,8 +6,13 @@ for: CMakeLists.txt builds it only when the file exists (and a CUDA compiler
 is found), and kernel_check.cc checks the CUDA kernels' rows only when
 cuda_block.h exists. Keep the chosen accelerator workflow, if any."""
 
+import runpy
 import shutil
 from pathlib import Path
+
+# The files every project shares, which hooks/pre_gen_project.py staged: into place
+# first (templates/shared_files.py in the kit), as the steps below move or drop some.
+runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
 
 EXAMPLE = "{{ cookiecutter.example }}"
 OP = "{{ cookiecutter.op_name }}"

@@ -5,8 +5,13 @@ lowering=ffi: with stablehlo the project stays pure Python (no CMake, no
 compiled module), so C++ and CMake files stay free of Jinja. Keep the chosen
 accelerator workflow, if any."""
 
+import runpy
 import shutil
 from pathlib import Path
+
+# The files every project shares, which hooks/pre_gen_project.py staged: into place
+# first (templates/shared_files.py in the kit), as the steps below move or drop some.
+runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
 
 package = Path("src/{{ cookiecutter.package_name }}")
 op = "{{ cookiecutter.op_name }}"
@@ -22,7 +27,9 @@ if skeleton:
     # The example's own tests: they test the tridiagonal product.
     for path in (f"tests/test_{op}.py", "tests/test_hijax.py", "tests/test_ffi_handler.py"):
         Path(path).unlink()
-    Path("docs/benchmark.svg").unlink(missing_ok=True)  # the example's measured plot
+    # The example's measured plots (CPU, TPU).
+    Path("docs/benchmark.svg").unlink(missing_ok=True)
+    Path("docs/benchmark-tpu.svg").unlink(missing_ok=True)
 shutil.rmtree("_skeleton")
 if "{{ cookiecutter.lowering }}" == "ffi":
     # scikit-build-core's sdist holds every file .gitignore does not exclude.

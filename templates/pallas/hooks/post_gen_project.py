@@ -2,8 +2,13 @@
 test helpers as tests/target.py; the chosen accelerator workflow, if any; and
 the worked example or the skeleton (see keep_example)."""
 
+import runpy
 import shutil
 from pathlib import Path
+
+# The files every project shares, which hooks/pre_gen_project.py staged: into place
+# first (templates/shared_files.py in the kit), as the steps below move or drop some.
+runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
 
 PACKAGE = Path("src/{{ cookiecutter.package_name }}")
 # The worked example's own files: its tests, oracle, tuner and tuner's tests,

@@ -1,0 +1,209 @@
+"""The comparison every test makes with the float64 oracle, in ulps.
+
+A tolerance is counted in units of the dtype's spacing at the value (ulps):
+what rounding can honestly cost, wherever the value lies. An Ulps says, for
+one kind of result, how many the op may be off:
+
+- at_value: ulps of the accumulator dtype at each element's oracle value, for
+  an op computed in that dtype (float32 for half precision: see below);
+- at_scale: ulps of the accumulator dtype at the array's largest |value|, for
+  sums whose terms cancel: each term's rounding is the size of the terms, not
+  of the small result they leave (the largest |value| stands for the terms'
+  size).
+
+A half-precision result (bfloat16, float16) computed in float32 and rounded
+once may also be off by the half ulp of that final rounding, which every
+comparison of such a result allows (and another half ulp where want is a
+half-precision result too, such as the reference's); an op that computes in
+half precision loses several of its ulps, and fails.
+
+A NaN or an infinity must be the oracle's exactly (NaN, +inf or -inf): no
+tolerance makes a NaN of an inf, or -inf of +inf (1/|x| is not 1/x at -0).
+
+A platform whose own arithmetic is not IEEE rounding of each operation (a
+TPU's emulated float64; its float32 transcendentals and reductions) declares
+what it keeps of the significand in PLATFORM_BITS, measured on that hardware;
+every comparison of a result computed there widens its counts by the bits it
+loses. The oracle itself always computes on the CPU.
+
+assert_close records the worst element it has seen, as a fraction of its
+tolerance; conftest.py prints it at the end of the run, so you can see how
+close the tests came to their tolerances. On a platform of PLATFORM_BITS it
+also records how far past the IEEE tolerance results went (the measurement
+behind each entry).
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from .devices import default_platform
+
+
+@dataclass(frozen=True)
+class Ulps:
+    at_value: float
+    at_scale: float = 0.0
+
+
+# What a float32 matmul keeps of each input's significand, in bits (the
+# implicit leading one included): all of float32's at jax.lax.Precision.HIGHEST;
+# TensorFloat-32's on NVIDIA tensor cores (XLA's default for float32 on GPUs,
+# and what a Mosaic GPU kernel's wgmma computes, whatever the precision);
+# bfloat16's in one pass of a TPU's matrix unit. The tolerances are counted for
+# float32 inputs; at_platform widens them for what a platform's matmuls keep.
+MATMUL_INPUT_BITS = {"float32": 24, "tensorfloat32": 11, "bfloat16": 8}
+
+
+def at_platform(ulps: Ulps, matmul_inputs: Mapping[str, str], platform: str) -> Ulps:
+    """ulps, counted for float32 matmul inputs, widened by the rounding of
+    the inputs that the op's float32 matmuls make on `platform` (a jax.Device
+    platform: cpu, gpu, tpu). matmul_inputs: platform -> a MATMUL_INPUT_BITS
+    key, as the op declares it (absent: float32, what HIGHEST computes)."""
+    bits = MATMUL_INPUT_BITS[matmul_inputs.get(platform, "float32")]
+    scale = 2.0 ** (MATMUL_INPUT_BITS["float32"] - bits)
+    return Ulps(ulps.at_value * scale, ulps.at_scale * scale)
+
+
+def platform_of(x) -> str:
+    """The platform of the devices an array lives on (cpu for NumPy's)."""
+    devices = getattr(x, "devices", None)
+    if devices is None:
+        return "cpu"
+    return next(iter(devices())).platform
+
+
+# (platform, dtype): the significand bits (the implicit one included) that a
+# platform's arithmetic keeps where that is fewer than IEEE's (float32 24,
+# float64 53); a result computed there may be off by 2**(IEEE's - these) times
+# the counts an op declares for IEEE arithmetic. Measured on one TPU v5e ("TPU
+# v5 lite", JAX 0.10.2, 2026-12-06) over the suites of the templates that
+# compute there, the worst error as a multiple of the IEEE tolerance (a run's
+# summary prints it):
+# - float64, emulated with float32 pairs: 62.7x (custom-vjp's distances,
+#   2048 x 3 points), 30x (internals' tridiagonal jvp): 45 bits, 256x.
+# - float32, whose tanh, exp and reductions are not correctly rounded (tanh up
+#   to about 1,350 ulps, exp 58): 106x (memory-and-sharding's reference loss,
+#   426 ulps against 4), 13x (pallas's GELU reference): 16 bits, 256x.
+PLATFORM_BITS = {("tpu", "float64"): 45, ("tpu", "float32"): 16}
+
+
+def platform_scale(dtype, platform: str) -> float:
+    """How many times the IEEE counts a result of dtype computed on platform
+    may be off: 2**(the significand bits its arithmetic loses), else 1."""
+    accumulator = jnp.promote_types(jnp.dtype(dtype), jnp.float32)
+    bits = PLATFORM_BITS.get((platform, accumulator.name))
+    return 1.0 if bits is None else 2.0 ** (jnp.finfo(accumulator).nmant + 1 - bits)
+
+
+WORST = {"error": 0.0, "fraction": 0.0, "ulps": 0.0, "dtype": "", "test": ""}
+# platform/dtype of PLATFORM_BITS -> the worst error there as a multiple of
+# the IEEE tolerance, and the test: what PLATFORM_BITS must cover.
+PLATFORM_WORST: dict[str, tuple[float, str]] = {}
+
+
+def spacing(dtype, value):
+    """The distance from |value| to the next larger number of dtype (its ulp there)."""
+    info = jnp.finfo(dtype)
+    magnitude = np.maximum(np.abs(np.asarray(value, np.float64)), float(info.smallest_normal))
+    _, exponent = np.frexp(magnitude)  # magnitude = m * 2**exponent, 0.5 <= m < 1
+    return np.ldexp(float(info.eps), exponent - 1)
+
+
+def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None, platform=None):
+    """Each element of got within `ulps` of the oracle's want, and each
+    non-finite one exactly the oracle's: NaN, +inf or -inf.
+
+    dtype: the op's result dtype; got's own unless given (pass it where got
+    has been through another type, such as JSON's floats). platform: where
+    got was computed; a JAX array's own, else the tests' default platform
+    (devices.py) unless given. A failure says, in its first line, `where` (what was compared: the
+    cell, the check, which output), the worst element's index and, from
+    inputs_at(index) where given, the inputs that produced it.
+    """
+    if platform is None:
+        platform = platform_of(got) if hasattr(got, "devices") else default_platform()
+    dtype = jnp.dtype(dtype or np.asarray(got).dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):  # indices, counts: exact
+        np.testing.assert_array_equal(got, want, err_msg=where)
+        return
+    accumulator = jnp.promote_types(dtype, jnp.float32)
+    # Half an ulp for each result rounded to half precision: got, and want if
+    # it was rounded to that dtype too.
+    roundings = 0 if accumulator == dtype else 1 + (np.asarray(want).dtype == dtype)
+    declared, scale = ulps, platform_scale(dtype, platform)
+    ulps = Ulps(ulps.at_value * scale, ulps.at_scale * scale)
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    prefix = f"{where}: " if where else ""
+    assert got.shape == want.shape, f"{prefix}shape {got.shape} != expected {want.shape}"
+    _assert_same_nonfinite(got, want, prefix, inputs_at)
+    finite = np.isfinite(want)
+    if not finite.any():
+        return
+    # The finite elements, compared in place (the others now match exactly).
+    got, want = np.where(finite, got, 0.0), np.where(finite, want, 0.0)
+    error = np.abs(got - want)
+
+    # Each rounding the counts allow may instead be a flush: XLA's CPU flushes
+    # subnormal results to zero (and reads subnormal operands as zeros), an
+    # error of up to the smallest normal number, whatever the result's size.
+    def bound(counts: Ulps):
+        flushes = (counts.at_value + counts.at_scale) * float(
+            jnp.finfo(accumulator).smallest_normal
+        )
+        tolerance = (
+            0.5 * roundings * spacing(dtype, want)
+            + counts.at_value * spacing(accumulator, want)
+            + counts.at_scale * spacing(accumulator, np.max(np.abs(want)))
+            + flushes
+        )
+        return np.maximum(tolerance, np.finfo(np.float64).tiny)
+
+    fraction = error / bound(ulps)
+    worst = np.unravel_index(int(np.argmax(fraction)), fraction.shape)
+    off = float(error[worst] / spacing(dtype, want[worst]))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0]
+    if fraction[worst] > WORST["fraction"] or not WORST["test"]:
+        WORST.update(
+            error=float(error[worst]),
+            fraction=float(fraction[worst]),
+            ulps=off,
+            dtype=dtype.name,
+            test=test,
+        )
+    if scale != 1.0:  # how far past IEEE's tolerance: what PLATFORM_BITS covers
+        key = f"{platform}/{accumulator.name}"
+        times = float(np.max(error / bound(declared)))
+        if times > PLATFORM_WORST.get(key, (-1.0, ""))[0]:
+            PLATFORM_WORST[key] = (times, test)
+    widened = f", {scale:g}x on {platform} (PLATFORM_BITS)" if scale != 1.0 else ""
+    assert fraction[worst] <= 1.0, (
+        f"{prefix}{off:.3g} ulps of {dtype.name} off at {_at(worst, inputs_at)}, beyond the "
+        f"tolerance ({declared}{widened}): got {float(got[worst])!r}, want {float(want[worst])!r}"
+    )
+
+
+def _assert_same_nonfinite(got, want, prefix, inputs_at):
+    """NaN where the oracle has NaN, and each infinity with the oracle's sign:
+    no tolerance makes a NaN an inf, or -inf +inf (1/|x| is not 1/x at -0)."""
+    both_nan = np.isnan(got) & np.isnan(want)
+    differs = (~np.isfinite(got) | ~np.isfinite(want)) & ~both_nan & (got != want)
+    if differs.any():
+        first = tuple(int(i) for i in np.argwhere(differs)[0])
+        raise AssertionError(
+            f"{prefix}got {float(got[first])!r}, want {float(want[first])!r} at "
+            f"{_at(first, inputs_at)} "
+            f"({int(differs.sum())} such element(s)): a non-finite value must be the "
+            "oracle's exactly (NaN, +inf or -inf)"
+        )
+
+
+def _at(index, inputs_at):
+    """An element's index, and the inputs at it where the caller can say."""
+    index = tuple(int(i) for i in index)
+    said = inputs_at(index) if inputs_at is not None else ""
+    return f"index {index}" + (f" ({said})" if said else "")

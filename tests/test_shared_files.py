@@ -1,0 +1,181 @@
+"""What every generated project shares lives once, in the kit's package: the
+conformance engine (src/jax_ladder/opcheck/) and the repository's plumbing
+(src/jax_ladder/project_files/). templates/shared_files.py writes them into
+each project as it is generated. A template may keep its own file at a shared
+path only where OVERRIDES says why, and then only add lines to the shared
+text; it may do without a shared file only where its cookiecutter.json's
+`_shared_skip` lists it, for the reason SKIPPED gives."""
+
+import difflib
+import json
+import runpy
+
+import pytest
+from conftest import REPO
+
+from jax_ladder import __version__
+from jax_ladder.rungs import available
+from jax_ladder.scaffold import scaffold
+
+TEMPLATES = {r.template: REPO / "templates" / r.template for r in available()}
+P = "{{cookiecutter.project_name}}"  # the generated project's folder in a template
+SHARED = runpy.run_path(str(REPO / "templates" / "shared_files.py"))
+PACKAGE = REPO / "src" / "jax_ladder"
+
+# (template, path in a project): why that template's own copy adds lines to
+# the shared text. It may only add: every line of the shared file stays, in order.
+OVERRIDES = {
+    ("export", ".github/workflows/ci.yml"): (
+        "CI also exports the artifact and serves it through the package's command line"
+    ),
+    ("ffi", "tests/conftest.py"): (
+        "the CPU as the default device: the tests check the CPU handler even where a "
+        "GPU is present (mesh_devices follows it)"
+    ),
+    ("ffi", "_accelerator_ci/gpu.yml"): (
+        "the GPU run also builds the CUDA handler (so it needs nvcc, and the build must "
+        "include it) and needs cmake for the sanitizer test"
+    ),
+    ("ffi", "docs/conf.py"): (
+        "a mock of the compiled extension, so that the docs build without the C++"
+    ),
+    ("internals", "docs/conf.py"): (
+        "the same mock as ffi's, for lowering=ffi (the package imports its compiled "
+        "extension); with stablehlo there is no such module and the mock is never used"
+    ),
+    ("ffi", ".github/workflows/cd.yml"): (
+        "compiled wheels: a cibuildwheel job per platform, whose wheels replace the one "
+        "the shared build job makes from the sdist (a plain linux_x86_64 wheel PyPI refuses)"
+    ),
+}
+# (template, path in a project): why that template's projects do without a shared file.
+SKIPPED = {
+    ("ffi", "MANIFEST.in"): (
+        "MANIFEST.in is setuptools'; scikit-build-core's sdist holds every file "
+        ".gitignore does not exclude"
+    ),
+    ("ffi", "_accelerator_ci/tpu.yml"): (
+        "its handlers are for the CPU and CUDA: a TPU has no code of this project to run"
+    ),
+}
+# Definitions in each template's own hook that must be the same in every template.
+SHARED_DEFINITIONS = {"hooks/post_gen_project.py": ("keep_accelerator_workflow",)}
+# (template, file) that is a copy of another template's file under another
+# name: internals' post-generation hook installs its compiled-wheel cd.yml for
+# lowering=ffi, which must stay ffi's.
+COPIES = {("internals", f"{P}/_cd/compiled.yml"): ("ffi", f"{P}/.github/workflows/cd.yml")}
+
+
+def shared_sources():
+    """Each shared file's path in a project -> its text in the package, as written."""
+    sources = {target: PACKAGE / "opcheck" / name for name, target in SHARED["ENGINE"].items()}
+    root = PACKAGE / "project_files"
+    for path in root.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            relative = path.relative_to(root).as_posix().removesuffix(".jinja")
+            sources[SHARED["RENAMED"].get(relative, relative)] = path
+    return sources
+
+
+def added_lines_only(common: str, copy: str) -> bool:
+    matcher = difflib.SequenceMatcher(None, common.splitlines(), copy.splitlines(), autojunk=False)
+    return all(op in ("equal", "insert") for op, *_ in matcher.get_opcodes())
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_template_overrides_or_skips_a_shared_file_only_as_declared(template):
+    skip = json.loads((TEMPLATES[template] / "cookiecutter.json").read_text()).get(
+        "_shared_skip", []
+    )
+    assert sorted(skip) == sorted(path for t, path in SKIPPED if t == template)
+    for target, source in shared_sources().items():
+        own = TEMPLATES[template] / P / target
+        if (template, target) in OVERRIDES:
+            text = own.read_text()
+            assert text != source.read_text(), f"{template}'s {target} no longer differs"
+            assert added_lines_only(source.read_text(), text), f"{template}'s {target}"
+        else:
+            assert not own.exists(), f"{template} has its own {target}: declare it in OVERRIDES"
+
+
+def test_every_declared_exception_names_a_template_and_a_shared_file():
+    for template, target in [*OVERRIDES, *SKIPPED]:
+        assert template in TEMPLATES, template
+        assert target in shared_sources(), target
+
+
+def test_the_shared_files_are_found_in_a_checkout_and_in_an_installed_wheel(tmp_path):
+    assert SHARED["package_dir"](REPO / "templates") == PACKAGE
+    # A wheel: jax_ladder/templates/ beside jax_ladder/opcheck/ (CMakeLists.txt).
+    wheel = tmp_path / "jax_ladder"
+    (wheel / "opcheck").mkdir(parents=True)
+    (wheel / "opcheck" / "conformance.py").write_text("")
+    (wheel / "templates").mkdir()
+    assert SHARED["package_dir"](wheel / "templates") == wheel
+    with pytest.raises(FileNotFoundError, match="no jax_ladder package"):
+        SHARED["package_dir"](tmp_path / "elsewhere" / "templates")
+
+
+def test_a_project_gets_every_shared_file_stamped_with_flat_imports(tmp_path):
+    rung = next(r for r in available() if r.template == "ffi")
+    project = scaffold(rung, tmp_path, {})
+    assert not (project / SHARED["STAGING"]).exists()
+    for target in shared_sources():
+        path = project / target
+        if target.startswith("_accelerator_ci/"):
+            # The post-generation hook keeps the one chosen (accelerator_ci), as
+            # .github/workflows/accelerator.yml; the default chooses none.
+            assert not path.parent.exists(), target
+            continue
+        if ("ffi", target) in SKIPPED:
+            assert not path.exists(), target
+            continue
+        text = path.read_text()
+        if ("ffi", target) in OVERRIDES:  # the template's own file won
+            assert text == (TEMPLATES["ffi"] / P / target).read_text(), target
+        elif target != "LICENSE":
+            assert f"jax-ladder {__version__}:" in text.splitlines()[0], target
+        assert "from ." not in text, target  # the engine's imports made flat
+        assert "{{ cookiecutter" not in text, target  # the Jinja files rendered
+        assert "{%" not in text, target
+
+
+@pytest.mark.parametrize(
+    ("relative", "name"),
+    [(relative, name) for relative, names in SHARED_DEFINITIONS.items() for name in names],
+)
+def test_shared_definitions_are_identical(relative, name):
+    sources = {
+        template: definition_source((path / relative).read_text(), name)
+        for template, path in TEMPLATES.items()
+    }
+    assert len(set(sources.values())) == 1, sorted(sources)
+
+
+def test_the_pre_generation_hook_is_the_same_in_every_template():
+    # cookiecutter runs a template's own hooks/ only: the one hook that finds
+    # the kit (name rules, shared files) is a file in each, held equal here.
+    texts = {(path / "hooks/pre_gen_project.py").read_text() for path in TEMPLATES.values()}
+    assert len(texts) == 1
+
+
+@pytest.mark.parametrize(("copy", "original"), COPIES.items(), ids=lambda c: "/".join(c))
+def test_a_copied_file_is_identical_to_its_original(copy, original):
+    (copy_template, copy_path), (template, path) = copy, original
+    copied = (TEMPLATES[copy_template] / copy_path).read_text()
+    assert copied == (TEMPLATES[template] / path).read_text(), f"{copy} differs from {original}"
+
+
+def definition_source(text: str, name: str) -> str:
+    """A top-level `def name(` or `name = ` with its decorators, up to the next
+    top-level statement (textual: template files may hold Jinja)."""
+    lines = text.splitlines()
+    heads = (f"def {name}(", f"{name} =")
+    start = next(i for i, line in enumerate(lines) if line.startswith(heads))
+    while start > 0 and lines[start - 1].startswith("@"):
+        start -= 1
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()),
+        len(lines),
+    )
+    return "\n".join(lines[start:end]).strip()
