@@ -3,6 +3,7 @@ and refuses, changing nothing, where it cannot; the cruft route works too."""
 
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,22 @@ OP = "src/safe_distances/pairwise_distances.py"
 # The templates `jax-ladder new` used (the installed kit's), which the tests'
 # changed copies start from.
 KIT_TEMPLATES = template_dir(by_name("custom-vjp")).parent
+# The package beside them, whose opcheck/ and project_files/ every project
+# shares (templates/shared_files.py).
+KIT_PACKAGE = runpy.run_path(str(KIT_TEMPLATES / "shared_files.py"))["package_dir"](KIT_TEMPLATES)
 DROPPED = "benchmarks/bench.py"  # the file the changed template removes
+
+
+def copy_kit(kit):
+    """The kit's templates and the shared files they write into projects, laid out
+    as in a clone (templates/, src/jax_ladder/)."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(KIT_TEMPLATES, kit / "templates", ignore=ignore)
+    package = kit / "src" / "jax_ladder"
+    for part in ("opcheck", "project_files"):
+        shutil.copytree(KIT_PACKAGE / part, package / part, ignore=ignore)
+    shutil.copy2(KIT_PACKAGE / "__init__.py", package / "__init__.py")
+    return kit
 
 
 def git(project, *args):
@@ -56,12 +72,12 @@ def prepend(path, line):
 
 def changed_kit(tmp_path):
     """A copy of the kit's templates with one change of each kind."""
-    templates = tmp_path / "kit" / "templates"
-    shutil.copytree(KIT_TEMPLATES, templates)
-    template = templates / "custom-vjp"
+    kit = copy_kit(tmp_path / "kit")
+    template = kit / "templates" / "custom-vjp"
     root = template / "{{cookiecutter.project_name}}"
-    # A fix in a file the owner did not touch, and one in a file they did.
-    conftest = root / "tests/conftest.py"
+    # A fix in a file the owner did not touch (one every project shares), and
+    # one in a file they did.
+    conftest = kit / "src" / "jax_ladder" / "project_files" / "tests" / "conftest.py"
     conftest.write_text("# Fixed upstream.\n" + conftest.read_text())
     op = root / "src/{{cookiecutter.package_name}}/{{cookiecutter.op_name}}.py"
     op.write_text(op.read_text() + "\n# Template fix at the end of the op module.\n")
@@ -220,8 +236,7 @@ def test_cruft_route_from_a_local_clone_offline(tmp_path, rung):
     """A project made with cruft from a clone of the kit: `cruft check` flags a
     template change, `cruft update` applies it, with the skip list the
     project's README gives (no rejected hunk, no half-patched data)."""
-    kit = tmp_path / "kit"
-    shutil.copytree(KIT_TEMPLATES, kit / "templates")
+    kit = copy_kit(tmp_path / "kit")
     git(kit, "init", "-q")
     commit_all(kit, "kit")
     cruft = [sys.executable, "-m", "cruft"]
