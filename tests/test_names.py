@@ -11,7 +11,7 @@ from conftest import REPO, assert_lint_clean, files_under
 
 from jax_ladder import cli
 
-# The pre-gen hooks are identical (test_template_consistency.py): one will do.
+# The pre-gen hooks are identical (test_shared_files.py): one will do.
 RUNG = "custom-vjp"
 CASES = [  # (option, value, accepted)
     ("project_name", "my-op", True),

@@ -451,23 +451,7 @@ def bench_section(rung: Rung, template: Path) -> str:
     if not plot.is_file():
         return ""
     name = f"{rung.step}-{rung.name}-bench"
-    copy_if_changed(plot, OUT / "templates" / f"{name}.svg")
-    drawing = plot.read_text()
-    note = re.search(r"<dc:description>(.*?)</dc:description>", drawing)
-    pictures = []
-    for i, (panel, title) in enumerate(split_panels(drawing)):
-        write(OUT / "templates" / f"{name}-{i}.svg", panel)
-        width = readable_width(OUT / "templates" / f"{name}-{i}.svg")
-        alt = f"{rung.name}'s measured benchmark: {title}"
-        pictures.append(
-            f"````{{container}} plot-scroll\n{picture(f'{name}-{i}.svg', alt, width)}````\n"
-        )
-    measured = f"Measured on {html.unescape(note[1])}. " if note else ""
-    image = (
-        "\n".join(pictures)
-        + f"\n{measured}Click a panel to open it alone; both side by side, as the "
-        f"project's docs show them: [the whole drawing]({name}.svg).\n"
-    )
+    image = panel_pictures(plot, name, f"{rung.name}'s measured benchmark")
     page = rendered(template, BENCH_PAGE.removeprefix(f"{PROJECT}/"))
     body = page.split("\n", 1)[1].strip()  # without its title
     # The page's own image (a MyST directive, or a Markdown image on a line of its
@@ -480,8 +464,38 @@ def bench_section(rung: Rung, template: Path) -> str:
         count=1,
         flags=re.DOTALL | re.MULTILINE,
     )
+    # A plot measured on an accelerator (docs/benchmark-tpu.svg), in panels too.
+    tpu, tpu_mark = template / BENCH_PLOT.replace(".svg", "-tpu.svg"), "<!-- the TPU plot -->"
+    tpu_image = re.search(r"^!\[[^\]]*\]\(benchmark-tpu\.svg\)$", body, re.MULTILINE)
+    if tpu.is_file() and tpu_image:
+        body = body.replace(tpu_image[0], tpu_mark)
     body = unlink_local(body if mark in body else f"{mark}\n\n{body}").replace(mark, image)
+    if tpu_mark in body:
+        what = f"{rung.name}'s benchmark on a TPU"
+        body = body.replace(tpu_mark, panel_pictures(tpu, f"{name}-tpu", what))
     return f"## Benchmark\n\nFrom the project's `docs/benchmark.md`.\n\n{body}\n"
+
+
+def panel_pictures(plot: Path, name: str, what: str) -> str:
+    """A measured plot as its panels, one under the other, each readable and linked
+    to its full-size drawing, then a line on where it was measured."""
+    copy_if_changed(plot, OUT / "templates" / f"{name}.svg")
+    drawing = plot.read_text()
+    note = re.search(r"<dc:description>(.*?)</dc:description>", drawing)
+    pictures = []
+    for i, (panel, title) in enumerate(split_panels(drawing)):
+        write(OUT / "templates" / f"{name}-{i}.svg", panel)
+        width = readable_width(OUT / "templates" / f"{name}-{i}.svg")
+        alt = f"{what}: {title}"
+        pictures.append(
+            f"````{{container}} plot-scroll\n{picture(f'{name}-{i}.svg', alt, width)}````\n"
+        )
+    measured = f"Measured on {html.unescape(note[1])}. " if note else ""
+    return (
+        "\n".join(pictures)
+        + f"\n{measured}Click a panel to open it alone; both side by side, as the "
+        f"project's docs show them: [the whole drawing]({name}.svg).\n"
+    )
 
 
 def split_panels(drawing: str) -> list[tuple[str, str]]:
