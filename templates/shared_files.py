@@ -23,7 +23,7 @@ already exists (tests/, say): hooks/pre_gen_project.py writes the files
 under STAGING, with a copy of this module, and every template's
 hooks/post_gen_project.py first calls `land`, which moves each into place
 unless the template wrote its own file there (a template's own file wins),
-then removes STAGING. `_shared_skip` in a template's cookiecutter.json lists
+removes STAGING and keeps the accelerator workflow the project chose. `_shared_skip` in a template's cookiecutter.json lists
 the shared files it does without. tests/test_shared_files.py in the kit
 holds both to their declared reasons.
 """
@@ -116,8 +116,11 @@ def write_into(project: Path, templates: Path, context: dict) -> None:
     shutil.copy2(Path(__file__), staging / Path(__file__).name)
 
 
-def land(project: Path) -> None:
-    """Move each staged file into place, where the template wrote none; drop STAGING."""
+def land(project: Path, accelerator_ci: str) -> None:
+    """Move each staged file into place, where the template wrote none; drop
+    STAGING. Then the accelerator_ci option: _accelerator_ci/<choice>.yml
+    becomes .github/workflows/accelerator.yml (for "none", nothing) and the
+    folder goes (the workflows are plain files, so they stay free of Jinja)."""
     staging = project / STAGING
     for path in sorted(p for p in staging.rglob("*") if p.is_file()):
         relative = path.relative_to(staging)
@@ -126,3 +129,7 @@ def land(project: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             path.replace(target)
     shutil.rmtree(staging)
+    choices = project / "_accelerator_ci"
+    if accelerator_ci != "none":
+        (choices / f"{accelerator_ci}.yml").replace(project / ".github/workflows/accelerator.yml")
+    shutil.rmtree(choices)

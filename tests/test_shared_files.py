@@ -58,8 +58,6 @@ SKIPPED = {
         "its handlers are for the CPU and CUDA: a TPU has no code of this project to run"
     ),
 }
-# Definitions in each template's own hook that must be the same in every template.
-SHARED_DEFINITIONS = {"hooks/post_gen_project.py": ("keep_accelerator_workflow",)}
 # (template, file) that is a copy of another template's file under another
 # name: internals' post-generation hook installs its compiled-wheel cd.yml for
 # lowering=ffi, which must stay ffi's.
@@ -140,18 +138,6 @@ def test_a_project_gets_every_shared_file_stamped_with_flat_imports(tmp_path):
         assert "{%" not in text, target
 
 
-@pytest.mark.parametrize(
-    ("relative", "name"),
-    [(relative, name) for relative, names in SHARED_DEFINITIONS.items() for name in names],
-)
-def test_shared_definitions_are_identical(relative, name):
-    sources = {
-        template: definition_source((path / relative).read_text(), name)
-        for template, path in TEMPLATES.items()
-    }
-    assert len(set(sources.values())) == 1, sorted(sources)
-
-
 def test_the_pre_generation_hook_is_the_same_in_every_template():
     # cookiecutter runs a template's own hooks/ only: the one hook that finds
     # the kit (name rules, shared files) is a file in each, held equal here.
@@ -164,18 +150,3 @@ def test_a_copied_file_is_identical_to_its_original(copy, original):
     (copy_template, copy_path), (template, path) = copy, original
     copied = (TEMPLATES[copy_template] / copy_path).read_text()
     assert copied == (TEMPLATES[template] / path).read_text(), f"{copy} differs from {original}"
-
-
-def definition_source(text: str, name: str) -> str:
-    """A top-level `def name(` or `name = ` with its decorators, up to the next
-    top-level statement (textual: template files may hold Jinja)."""
-    lines = text.splitlines()
-    heads = (f"def {name}(", f"{name} =")
-    start = next(i for i, line in enumerate(lines) if line.startswith(heads))
-    while start > 0 and lines[start - 1].startswith("@"):
-        start -= 1
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()),
-        len(lines),
-    )
-    return "\n".join(lines[start:end]).strip()

@@ -1,13 +1,15 @@
-"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
+"""Land the shared files and the chosen accelerator workflow (shared_files.land),
 and lay out the worked example or the skeleton (see keep_example)."""
 
 import runpy
 import shutil
 from pathlib import Path
 
-# The files every project shares, which hooks/pre_gen_project.py staged: into place
-# first (templates/shared_files.py in the kit), as the steps below move or drop some.
-runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
+# The files every project shares, which hooks/pre_gen_project.py staged, into place
+# first (templates/shared_files.py in the kit), the chosen accelerator workflow among
+# them: the steps below move or drop some.
+land = runpy.run_path(".jax-ladder-shared/shared_files.py")["land"]
+land(Path.cwd(), accelerator_ci="{{ cookiecutter.accelerator_ci }}")
 
 # The worked example's own files: its tests, its float64 NumPy oracle, the
 # two-process test and its measured benchmark plot. The skeleton
@@ -28,15 +30,6 @@ SKELETON = {
 }
 
 
-def keep_accelerator_workflow(choice):
-    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
-    .github/workflows/accelerator.yml (for "none", nothing), then drop the
-    folder. The workflows are plain files, so they stay free of Jinja."""
-    if choice != "none":
-        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
-    shutil.rmtree("_accelerator_ci")
-
-
 def keep_example(example):
     """The example option: "none" moves the skeleton's reference, op and
     declaration over the example's and deletes the example's own files;
@@ -49,5 +42,4 @@ def keep_example(example):
     shutil.rmtree("_skeleton")
 
 
-keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 keep_example("{{ cookiecutter.example }}")

@@ -1,25 +1,14 @@
-"""Keep the chosen accelerator workflow, if any (see keep_accelerator_workflow),
+"""Land the shared files and the chosen accelerator workflow (shared_files.land),
 and drop the worked example's own tests from a skeleton (example=none)."""
 
 import runpy
-import shutil
 from pathlib import Path
 
-# The files every project shares, which hooks/pre_gen_project.py staged: into place
-# first (templates/shared_files.py in the kit), as the steps below move or drop some.
-runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
-
-
-def keep_accelerator_workflow(choice):
-    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
-    .github/workflows/accelerator.yml (for "none", nothing), then drop the
-    folder. The workflows are plain files, so they stay free of Jinja."""
-    if choice != "none":
-        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
-    shutil.rmtree("_accelerator_ci")
-
-
-keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
+# The files every project shares, which hooks/pre_gen_project.py staged, into place
+# first (templates/shared_files.py in the kit), the chosen accelerator workflow among
+# them: the steps below move or drop some.
+land = runpy.run_path(".jax-ladder-shared/shared_files.py")["land"]
+land(Path.cwd(), accelerator_ci="{{ cookiecutter.accelerator_ci }}")
 
 
 def drop_example_tests(example, op_name):

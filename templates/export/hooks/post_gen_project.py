@@ -1,30 +1,20 @@
 """Write the golden artifact (tests/golden/) at generation time, from the op
 the project was generated with, so the golden test has an artifact exported by
-the JAX that created the project; keep the chosen accelerator workflow, if
-any; drop the example's own tests where they do not apply."""
+the JAX that created the project; land the shared files and the chosen
+accelerator workflow; drop the example's own tests where they do not apply."""
 
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-# The files every project shares, which hooks/pre_gen_project.py staged: into place
-# first (templates/shared_files.py in the kit), as the steps below move or drop some.
-runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
+# The files every project shares, which hooks/pre_gen_project.py staged, into place
+# first (templates/shared_files.py in the kit), the chosen accelerator workflow among
+# them: the steps below move or drop some.
+land = runpy.run_path(".jax-ladder-shared/shared_files.py")["land"]
+land(Path.cwd(), accelerator_ci="{{ cookiecutter.accelerator_ci }}")
 
-
-def keep_accelerator_workflow(choice):
-    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
-    .github/workflows/accelerator.yml (for "none", nothing), then drop the
-    folder. The workflows are plain files, so they stay free of Jinja."""
-    if choice != "none":
-        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
-    shutil.rmtree("_accelerator_ci")
-
-
-keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
 
 # The example's own tests (the masked sequence model's edges) go with the
 # example: the skeleton and the batch-only model have none.

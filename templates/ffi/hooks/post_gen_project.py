@@ -4,15 +4,17 @@ Jinja. The skeleton (example=none) drops what only the worked example needs.
 Drop the CUDA handler (and the workflow that compiles it) unless it was asked
 for: CMakeLists.txt builds it only when the file exists (and a CUDA compiler
 is found), and kernel_check.cc checks the CUDA kernels' rows only when
-cuda_block.h exists. Keep the chosen accelerator workflow, if any."""
+cuda_block.h exists. The shared files and the chosen accelerator workflow land first."""
 
 import runpy
 import shutil
 from pathlib import Path
 
-# The files every project shares, which hooks/pre_gen_project.py staged: into place
-# first (templates/shared_files.py in the kit), as the steps below move or drop some.
-runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
+# The files every project shares, which hooks/pre_gen_project.py staged, into place
+# first (templates/shared_files.py in the kit), the chosen accelerator workflow among
+# them: the steps below move or drop some.
+land = runpy.run_path(".jax-ladder-shared/shared_files.py")["land"]
+land(Path.cwd(), accelerator_ci="{{ cookiecutter.accelerator_ci }}")
 
 EXAMPLE = "{{ cookiecutter.example }}"
 OP = "{{ cookiecutter.op_name }}"
@@ -33,13 +35,3 @@ if "{{ cookiecutter.cuda }}" != "yes":
     Path(".github/workflows/cuda.yml").unlink(missing_ok=True)
 
 
-def keep_accelerator_workflow(choice):
-    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
-    .github/workflows/accelerator.yml (for "none", nothing), then drop the
-    folder. The workflows are plain files, so they stay free of Jinja."""
-    if choice != "none":
-        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
-    shutil.rmtree("_accelerator_ci")
-
-
-keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")

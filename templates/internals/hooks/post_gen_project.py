@@ -9,9 +9,11 @@ import runpy
 import shutil
 from pathlib import Path
 
-# The files every project shares, which hooks/pre_gen_project.py staged: into place
-# first (templates/shared_files.py in the kit), as the steps below move or drop some.
-runpy.run_path(".jax-ladder-shared/shared_files.py")["land"](Path.cwd())
+# The files every project shares, which hooks/pre_gen_project.py staged, into place
+# first (templates/shared_files.py in the kit), the chosen accelerator workflow among
+# them: the steps below move or drop some.
+land = runpy.run_path(".jax-ladder-shared/shared_files.py")["land"]
+land(Path.cwd(), accelerator_ci="{{ cookiecutter.accelerator_ci }}")
 
 package = Path("src/{{ cookiecutter.package_name }}")
 op = "{{ cookiecutter.op_name }}"
@@ -49,13 +51,3 @@ else:
     Path("tests/test_hijax_limits.py").unlink()
 
 
-def keep_accelerator_workflow(choice):
-    """The accelerator_ci option: move _accelerator_ci/<choice>.yml to
-    .github/workflows/accelerator.yml (for "none", nothing), then drop the
-    folder. The workflows are plain files, so they stay free of Jinja."""
-    if choice != "none":
-        Path(f"_accelerator_ci/{choice}.yml").replace(Path(".github/workflows/accelerator.yml"))
-    shutil.rmtree("_accelerator_ci")
-
-
-keep_accelerator_workflow("{{ cookiecutter.accelerator_ci }}")
