@@ -92,6 +92,9 @@ def stamp(text: str, target: str, version: str, source: str) -> str:
     line = f"jax-ladder {version}: {source}, refreshed by jax-ladder update"
     if target.endswith(".md"):
         return f"<!-- {line} -->\n\n{text}"
+    if text.startswith("#!"):  # a script's shebang stays first (nox's NOX202 asks for one)
+        shebang, _, rest = text.partition("\n")
+        return f"{shebang}\n# {line}\n{rest}"
     return f"# {line}\n{text}"
 
 

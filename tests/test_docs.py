@@ -36,8 +36,8 @@ def rung_page_copy(rung) -> str:
     page = (REPO / page_path(rung)).read_text()
     assert KIT_ONLY in page, page_path(rung)
     text = page.split(KIT_ONLY)[0].rstrip("\n") + "\n"
-    project = REPO / "templates" / rung.template / P
-    options = tomllib.loads((project / ".mdformat.toml").read_text())
+    shared = REPO / "src" / "jax_ladder" / "project_files"  # every project's (shared_files.py)
+    options = tomllib.loads((shared / ".mdformat.toml").read_text())
     return mdformat.text(text, options=options, extensions={"gfm", "tables"})
 
 
@@ -51,8 +51,8 @@ def test_each_template_carries_the_kit_page_of_its_rung(rung):
 
 
 def test_read_the_docs_config_is_valid():
-    # One file: the consistency test holds every template's copy to it.
-    config = REPO / "templates" / available()[0].template / P / ".readthedocs.yaml"
+    # One file, which every project gets (templates/shared_files.py).
+    config = REPO / "src" / "jax_ladder" / "project_files" / ".readthedocs.yaml"
     command = ["-m", "check_jsonschema", "--builtin-schema", "vendor.readthedocs", str(config)]
     result = subprocess.run([sys.executable, *command], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,6 +1,7 @@
 """The conformance matrix, as the kit keeps it: one source for the engine every
 generated project carries (templates/shared_files.py writes these modules into
-a project's tests/ and benchmarks/ folders, with flat imports).
+a project's tests/ and benchmarks/ folders, with flat imports), and the same
+matrix for any repository's op, from one declaration file (docs/opcheck.md).
 
 - conformance: the cells (transformation x sharding x platform) built from an
   op's declaration (OpSpec, Arg), each compared with the plain-JAX reference
@@ -8,5 +9,55 @@ a project's tests/ and benchmarks/ folders, with flat imports).
 - compare: the comparison in ulps, per dtype and platform;
 - devices: the devices a sharding cell's mesh runs on;
 - support_table: the README's table of what passes, refuses or fails;
-- plot: the benchmarks' drawing and the chips' peaks.
+- plot: the benchmarks' drawing and the chips' peaks;
+- report: `check(spec)`, the matrix run in-process, and its Report (not
+  copied into projects);
+- plugin: the pytest plugin that makes a declaration's cells test items
+  (`opcheck_specs`, `--opcheck`; not copied into projects).
+
+Here, the declaration language (OpSpec, Arg, Refuse, Collectives, Ulps) and
+check(). They are imported when first used, not with this package: the
+pytest plugin, loaded by every pytest run where the kit is installed, must
+not import JAX (nor start its backend, which would fix its CPU device count)
+in a run that does not use it.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compare import Ulps
+    from .conformance import Arg, Collectives, OpSpec, Refuse, cell_names
+    from .report import CellResult, Report, check
+
+# Each name -> the module that defines it.
+_EXPORTS = {
+    "OpSpec": "conformance",
+    "Arg": "conformance",
+    "Refuse": "conformance",
+    "Collectives": "conformance",
+    "cell_names": "conformance",
+    "Ulps": "compare",
+    "check": "report",
+    "Report": "report",
+    "CellResult": "report",
+}
+__all__ = [
+    "Arg",
+    "CellResult",
+    "Collectives",
+    "OpSpec",
+    "Refuse",
+    "Report",
+    "Ulps",
+    "cell_names",
+    "check",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

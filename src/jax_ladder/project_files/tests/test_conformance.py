@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import export, lax
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import support_table
 from compare import PLATFORM_BITS, PLATFORM_WORST, WORST, Ulps, assert_close, platform_scale
@@ -20,6 +22,7 @@ from conformance import (
     Collectives,
     OpSpec,
     Refuse,
+    assert_as_declared,
     cell_names,
     float32_matmuls_not_highest,
     matmuls,
@@ -27,7 +30,7 @@ from conformance import (
     run_cell,
     unknown_refusals,
 )
-from devices import cpu_subprocess_env
+from devices import cpu_subprocess_env, mesh_devices
 from op_spec import SPEC
 
 
@@ -221,6 +224,68 @@ def test_declared_collectives_are_counted_exactly(unrecorded, rng):
     spec = unary(gathered_sort, lax.sort, ("b", "n"), {"b": 4, "n": 8})
     with pytest.raises(AssertionError, match="where JAX refuses the reference"):
         run_cell(spec, "jit-explicit-n", rng)
+
+
+def test_results_are_held_to_their_abstract_result(unrecorded, rng):
+    """Negative controls: an op that computes on the host when called
+    eagerly (float64, where its trace declares float32: the float64 oracle
+    accepts the values) fails the eager cell; an op whose declared result
+    is not the reference's (a float16 result_shape_dtypes of an FFI call,
+    say, whose values are within float16's ulps) fails it too; and a result
+    placed otherwise than its type says is seen."""
+
+    def on_host(x):
+        if isinstance(x, jax.core.Tracer):
+            return jnp.sin(x)
+        return np.sin(np.asarray(x, np.float64))
+
+    run_cell(unary(on_host, jnp.sin), "jit", rng)
+    with pytest.raises(AssertionError, match=r"^\[eager\] result 0: computed float64\[8\], but"):
+        run_cell(unary(on_host, jnp.sin), "eager", rng)
+    narrow = unary(lambda x: jnp.sin(x).astype(jnp.float16), jnp.sin)
+    run_cell(narrow, "jit", rng)  # the values are within float16's ulps
+    with pytest.raises(AssertionError, match=r"^\[eager\] the op's abstract result .*float16"):
+        run_cell(narrow, "eager", rng)
+    mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Explicit,), devices=mesh_devices(4))
+    split = jax.device_put(jnp.ones(8), NamedSharding(mesh, P("x")))
+    typed = jax.eval_shape(jnp.sin, split)
+    assert_as_declared(jnp.sin(split), typed)
+    gathered = jax.device_put(jnp.ones(8), NamedSharding(mesh, P()))
+    with pytest.raises(AssertionError, match=r"result 0: placed P(artitionSpec)?\(\) on"):
+        assert_as_declared(gathered, typed)
+
+
+def test_two_runs_must_give_the_same_bits_unless_declared(unrecorded, rng):
+    """Negative control: an op one ulp off on every other run (within its
+    tolerance) fails the jit cell, unless its platform is declared
+    nondeterministic."""
+    runs = []
+
+    def wobbly(x):
+        runs.append(None)
+        y = np.sin(np.asarray(x))
+        return np.nextafter(y, np.inf).astype(y.dtype) if len(runs) % 2 else y
+
+    def op(x):
+        return jax.pure_callback(wobbly, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    spec = unary(op, jnp.sin)
+    with pytest.raises(AssertionError, match=r"^\[jit\] jit, result 0: \d+ of 8 elements differ"):
+        run_cell(spec, "jit", rng)
+    waived = {jax.default_backend(): "the host's callback varies its last bit"}
+    run_cell(OpSpec(**{**spec.__dict__, "nondeterministic": waived}), "jit", rng)
+
+
+def test_donations_are_held_to_the_compiled_aliases(unrecorded, rng):
+    """Negative control: an op that donates its own arguments (a jit with
+    donate_argnums inside it) consumes its caller's arrays, which the eager
+    cell sees. And a transposed result, which XLA aliases to the donated
+    input of the same size (not shape), passes jit-donate: what is consumed
+    is read from the compiled program, not predicted."""
+    spec = unary(jax.jit(jnp.sin, donate_argnums=0), jnp.sin)
+    with pytest.raises(AssertionError, match=r"^\[eager\] eager: arguments \[0\] consumed"):
+        run_cell(spec, "eager", rng)
+    run_cell(unary(jnp.transpose, jnp.transpose, ("n", "m"), {"n": 4, "m": 8}), "jit-donate", rng)
 
 
 def test_every_declared_refusal_names_a_cell():

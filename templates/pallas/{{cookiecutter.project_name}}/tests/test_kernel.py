@@ -199,7 +199,8 @@ def test_a_symbolic_k_sums_every_k_step(k):
     specs = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes]
     exported = jax.export.export(jax.jit(matmul), platforms=["cpu"])(*specs)
     rng = np.random.default_rng(k)
-    args = on_cpu(*(jnp.asarray(rng.standard_normal(s), jnp.float32) for s in ((m, k), (k, n), (n,))))
+    values = (rng.standard_normal(shape) for shape in ((m, k), (k, n), (n,)))
+    args = on_cpu(*(jnp.asarray(x, jnp.float32) for x in values))
     got = exported.call(*args)
     assert_close(got, {{ cookiecutter.op_name }}_f64(*args), on_its_platform(VALUES, got))
 {% endif %}

@@ -1,0 +1,175 @@
+"""The conformance matrix for an op outside a generated project (issue 51):
+docs/opcheck.md's example, run as a user with only the kit installed runs it.
+From an empty folder: its declaration file and pytest configuration, then
+`python -m pytest` (the pytest11 entry point, or -p where the kit is not
+installed with it), and its `check()` call, whose printed report must be the
+page's. Then check()'s outcomes in this process: passed, refused with the
+declared reason, failed with the error in ulps, skipped for want of devices."""
+
+import dataclasses
+import importlib.metadata
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+import jax_ladder
+
+PAGE = (REPO / "docs" / "opcheck.md").read_text()
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
+PLUGIN = "jax_ladder.opcheck.plugin"
+# A few cells of each kind, refused and sharded ones among them: seconds, not the whole matrix.
+CELLS = "eager,jit,vmap-new-axis,grad-x,jvp,linearize,hard-zeros,jit-auto-n,shard-map-n-1d"
+
+
+def block(language: str, containing: str, after: str = "") -> str:
+    """The page's code block in `language` holding `containing` (after the
+    marker `after`, where given)."""
+    text = PAGE.split(after, 1)[1] if after else PAGE
+    (found,) = [b for lang, b in BLOCK.findall(text) if lang == language and containing in b][:1]
+    return found
+
+
+def user_folder(tmp_path: Path) -> Path:
+    """An empty folder given the page's declaration file and configuration."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "softplus_spec.py").write_text(block("python", "SPEC = OpSpec("))
+    (tmp_path / "pyproject.toml").write_text(block("toml", "opcheck_specs"))
+    return tmp_path
+
+
+def user_env() -> dict[str, str]:
+    """The kit this test imports (a checkout's src/, or the installed one)
+    first on the path, as an installed kit is."""
+    path = [str(Path(jax_ladder.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path)), "JAX_PLATFORMS": "cpu"}
+
+
+def plugin_args() -> list[str]:
+    """-p for the plugin, unless the installed kit registers it (both would
+    register it twice)."""
+    installed = importlib.metadata.entry_points(group="pytest11", name="jax_ladder_opcheck")
+    return [] if installed else ["-p", PLUGIN]
+
+
+def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugin_args(), *args]
+    return subprocess.run(
+        command, cwd=folder, env=user_env(), capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_pages_declaration_runs_as_the_users_tests(tmp_path):
+    folder = user_folder(tmp_path)
+    run = pytest_in(folder, "-p", "no:xdist", "-rA", "--opcheck-cells", CELLS)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    passed = re.findall(
+        r"^PASSED tests/softplus_spec.py::opcheck\[softplus\]\[(.+)\]$", run.stdout, re.M
+    )
+    # Every selected cell ran and passed (jvp and linearize by raising the
+    # declared refusal), the sharded ones on the plugin's 8 CPU devices.
+    assert sorted(passed) == sorted([*CELLS.split(","), "refusals"]), run.stdout[-3000:]
+
+
+def test_the_plugin_is_inert_unless_a_declaration_is_named(tmp_path):
+    (tmp_path / "test_plain.py").write_text(
+        "import sys\n\n\ndef test_no_jax():\n    assert 'jax' not in sys.modules\n"
+    )
+    run = pytest_in(tmp_path, "-p", "no:xdist", "-q")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "1 passed" in run.stdout
+
+
+def test_a_cell_pattern_that_names_no_cell_is_an_error(tmp_path):
+    folder = user_folder(tmp_path)
+    run = pytest_in(folder, "-p", "no:xdist", "-q", "--opcheck-cells", "eager,no-such-cell")
+    assert run.returncode != 0
+    assert "no cell is named ['no-such-cell']" in run.stdout
+
+
+def test_the_pages_check_call_prints_the_pages_report(tmp_path):
+    folder = user_folder(tmp_path) / "tests"
+    script = block("python", "check(SPEC", after="<!-- check-example -->")
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=folder,
+        env={**user_env(), "PYTHONPATH": os.pathsep.join([str(folder), user_env()["PYTHONPATH"]])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout == block("text", "", after="<!-- check-output -->")
+
+
+@pytest.fixture(scope="module")
+def declaration(tmp_path_factory):
+    """The page's declaration module, imported in this process."""
+    path = user_folder(tmp_path_factory.mktemp("user")) / "tests" / "softplus_spec.py"
+    spec = importlib.util.spec_from_file_location("softplus_spec", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_reports_passed_refused_and_skipped_cells(declaration):
+    import jax
+
+    from jax_ladder.opcheck import check
+
+    before = jax.config.jax_enable_x64
+    report = check(declaration.SPEC, cells=["eager", "grad-*", "jvp", "jit-auto-n"])
+    assert jax.config.jax_enable_x64 == before  # check() turned float64 on for itself only
+    assert [r.cell for r in report] == [
+        "eager",
+        "grad-x",
+        "jvp",
+        "jit-auto-n",
+        "grad-grad-explicit-n",
+    ]
+    assert report["eager"].outcome == "passed"
+    assert report["jvp"].outcome == "refused"
+    assert report["jvp"].message == declaration.FORWARD_MODE.why
+    # This process has however many CPU devices JAX started with: 4 run the mesh.
+    if len(jax.devices("cpu")) < 4:
+        assert report["jit-auto-n"].outcome == "skipped"
+        assert "jax_num_cpu_devices" in report["jit-auto-n"].message
+    else:
+        assert report["jit-auto-n"].outcome == "passed"
+    assert report.ok
+    assert str(report).splitlines()[0].startswith("softplus: 5 cells: ")
+
+
+def test_check_reports_a_wrong_op_failed_with_its_error_in_ulps(declaration):
+    import jax.numpy as jnp
+
+    from jax_ladder.opcheck import check
+
+    wrong = dataclasses.replace(declaration.SPEC, op=lambda x: -jnp.logaddexp(x, 0.0))
+    report = check(wrong, cells=["eager", "jvp"])
+    assert not report.ok
+    assert [r.cell for r in report.failed] == ["eager", "jvp"]
+    eager = report["eager"].message
+    assert re.match(r"\[eager\] eager, output 0: \S+ ulps of float32 off at index", eager)
+    assert "eager  failed: [eager] eager, output 0: " in str(report)
+    # A plain function has forward mode: the refusal declared for jvp did not
+    # happen, and the cell compared its tangents.
+    jvp = report["jvp"].message
+    assert jvp.startswith("[jvp] not the declared refusal (TypeError): jit(jvp), tangent"), jvp
+    assert "ulps of float32 off" in jvp
+
+
+def test_check_refuses_a_selection_or_a_refusal_that_names_no_cell(declaration):
+    from jax_ladder.opcheck import Refuse, check
+
+    with pytest.raises(ValueError, match=r"no cell is named \['no-such-cell'\]"):
+        check(declaration.SPEC, cells=["no-such-cell"])
+    typo = Refuse(TypeError, "", "a typo")
+    spec = dataclasses.replace(declaration.SPEC, refuse={"jpv": typo})
+    with pytest.raises(ValueError, match=r"declared refusals name no cell: \['jpv'\]"):
+        check(spec, cells=["eager"])
