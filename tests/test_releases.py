@@ -2,6 +2,7 @@
 template, CHANGELOG.md says what each release changed, and the installed
 kit reports the version its source states (one home: __init__.py)."""
 
+import runpy
 import subprocess
 from importlib.metadata import version
 
@@ -13,6 +14,7 @@ from packaging.version import Version
 from jax_ladder import __version__, changelog
 
 INIT = tiers.VERSION_FILE
+SHARED_FILES = runpy.run_path(str(REPO / "templates" / "shared_files.py"))
 
 
 def git(*args):
@@ -36,7 +38,10 @@ def test_no_template_changed_since_the_version_last_moved():
     moved = tiers.release_commit(REPO)  # the quick tier's "last release" too
     if not moved:
         pytest.skip("this clone of the kit has no history to compare the templates with")
-    changed = git("diff", "--name-only", moved, "--", "templates/").stdout.split()
+    # What makes a project: the templates, and the files every project shares.
+    shared = [f"src/jax_ladder/opcheck/{name}" for name in SHARED_FILES["ENGINE"]]
+    made_of = ["templates/", "src/jax_ladder/project_files/", *shared]
+    changed = git("diff", "--name-only", moved, "--", *made_of).stdout.split()
     assert changed == [], (
         f"templates changed since {__version__} ({moved[:12]}): bump __version__ in {INIT} "
         f"and add its CHANGELOG.md entry; changed: {changed[:10]}"

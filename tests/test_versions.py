@@ -115,10 +115,18 @@ def test_each_template_receives_the_range_as_a_private_variable(template):
         assert oldest not in pins, pins
 
 
+def ci_workflow(template) -> str:
+    """The ci.yml a project of this template gets: the template's own where it
+    keeps one, else every project's shared one (templates/shared_files.py)."""
+    own = template / PROJECT / ".github" / "workflows" / "ci.yml"
+    shared = REPO / "src" / "jax_ladder" / "project_files" / ".github" / "workflows" / "ci.yml"
+    return (own if own.is_file() else shared).read_text()
+
+
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.name)
 def test_each_templates_ci_tests_the_oldest_jax_in_the_range(template):
     # Workflows are copied without rendering, so the oldest version is a literal.
-    workflow = (template / PROJECT / ".github" / "workflows" / "ci.yml").read_text()
+    workflow = ci_workflow(template)
     (matrix,) = re.findall(r"^\s*jax-version: (\[.*\])$", workflow, re.MULTILINE)
     oldest, *_ = json.loads(matrix)
     assert oldest == JAX_OLDEST, matrix
@@ -285,7 +293,7 @@ def test_every_python_version_is_the_oldest_supported():
             assert min(json.loads(build)) == f"{tag}-*", (template.name, build)
         # The templates' CI runs the oldest Python with the oldest JAX (the
         # newer JAX has no wheels there).
-        workflow = (project / ".github" / "workflows" / "ci.yml").read_text()
+        workflow = ci_workflow(template)
         include = f'- python-version: "{PYTHON_OLDEST}"\n            jax-version: "{JAX_OLDEST}"'
         assert include in workflow, template.name
         readme = (project / "README.md").read_text()

@@ -179,8 +179,8 @@ def test_accumulates_in_float32():
         jnp.ones((m, k), jnp.bfloat16), jnp.asarray(b, jnp.bfloat16), jnp.zeros(n, jnp.bfloat16)
     )
     got = {{ cookiecutter.op_name }}(*args, interpret=True)
-    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), on_its_platform(VALUES, got))
-{% if cookiecutter.backend == "tpu" %}
+    assert_close(got, {{ cookiecutter.op_name }}_f64(*args), on_its_platform(VALUES, got)){%- if cookiecutter.backend == "tpu" %}
+
 
 @pytest.mark.parametrize("k", [100, 128, 300], ids=lambda k: f"k={k}")
 def test_a_symbolic_k_sums_every_k_step(k):
@@ -203,7 +203,7 @@ def test_a_symbolic_k_sums_every_k_step(k):
     args = on_cpu(*(jnp.asarray(x, jnp.float32) for x in values))
     got = exported.call(*args)
     assert_close(got, {{ cookiecutter.op_name }}_f64(*args), on_its_platform(VALUES, got))
-{% endif %}
+{%- endif %}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
