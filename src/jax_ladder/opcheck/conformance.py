@@ -718,31 +718,13 @@ def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     elif cell == "vjp":
 
         def pullback(*args: Any) -> Any:
-            fixed = list(args)
-
-            def of_diff(*d: Any) -> Any:
-                for i, v in zip(diff, d, strict=True):
-                    fixed[i] = v
-                outs = _outputs(spec.op(*fixed))
-                return tuple(outs[i] for i in _diff_outputs(spec, outs))
-
-            _, vjp = jax.vjp(of_diff, *(args[i] for i in diff))
+            _, vjp = jax.vjp(_of_diff(spec, spec.op, list(args)), *(args[i] for i in diff))
             return vjp(tuple(cts))
 
         assert_grads(spec, call_as_declared(jax.jit(pullback), *args), want, "jit(vjp)", args)
     else:  # jvp, linearize: forward mode, against the reference's in float64
         tangents = [jnp.asarray(rng.standard_normal(args[i].shape), args[i].dtype) for i in diff]
-
-        def of_diff(fn: Callable[..., Any], fixed: list[Any]) -> Callable[..., Any]:
-            def f(*d: Any) -> Any:
-                full = list(fixed)
-                for i, v in zip(diff, d, strict=True):
-                    full[i] = v
-                outs = _outputs(fn(*full))
-                return tuple(outs[i] for i in _diff_outputs(spec, outs))
-
-            return f
-
+        of_diff = partial(_of_diff, spec)
         primals = [args[i] for i in diff]
         args64 = [_to64(a) for a in args]
         with jax.default_device(_CPU):
