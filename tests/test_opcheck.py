@@ -9,6 +9,7 @@ declared reason, failed with the error in ulps, skipped for want of devices."""
 import dataclasses
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -173,3 +174,123 @@ def test_check_refuses_a_selection_or_a_refusal_that_names_no_cell(declaration):
     spec = dataclasses.replace(declaration.SPEC, refuse={"jpv": typo})
     with pytest.raises(ValueError, match=r"declared refusals name no cell: \['jpv'\]"):
         check(spec, cells=["eager"])
+
+
+# Issue 51, part 3: a user's package, its existing test of the op, and a
+# declaration that says where the suite looks the op up (INTERCEPT).
+USER_OP = "import jax.numpy as jnp\n\n\ndef softplus(x):\n    return jnp.logaddexp(x, 0.0)\n"
+USER_TEST = """import jax
+import jax.numpy as jnp
+
+from mypkg import ops
+
+
+def test_softplus_of_a_few_points():
+    assert ops.softplus(jnp.linspace(-3.0, 3.0, 5)).shape == (5,)
+
+
+def test_softplus_of_a_batch():
+    x = jnp.arange(12.0) / 4
+    assert ops.softplus(x).shape == (12,)
+    assert jax.jit(ops.softplus)(x).shape == (12,)  # traced: not recorded
+"""
+USER_SPEC = """import jax.numpy as jnp
+import numpy as np
+
+from jax_ladder.opcheck import Arg, OpSpec, Ulps
+from mypkg import ops
+
+INTERCEPT = "mypkg.ops:softplus"
+
+SPEC = OpSpec(
+    name="softplus",
+    op=ops.softplus,
+    reference=lambda x: jnp.logaddexp(x, 0.0),
+    oracle=lambda x: np.logaddexp(x, 0.0),
+    args=(Arg("x", ("n",)),),
+    outputs=(("n",),),
+    sizes={"n": 8},
+    tolerance=Ulps(at_value=2),
+    gradient_tolerance=Ulps(at_value=4),
+    batch_axes=("n",),
+)
+"""
+REPLAYED = ["eager", "jit", "vmap-new-axis", "grad-x", "vjp", "jvp"]
+
+
+def test_recorded_inputs_replay_and_expected_failures_are_listed(tmp_path):
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "ops.py").write_text(USER_OP)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ops.py").write_text(USER_TEST)
+    (tmp_path / "tests" / "ops_spec.py").write_text(USER_SPEC)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nopcheck_specs = ["tests/ops_spec.py"]\n'
+        'opcheck_cells = ["eager"]\n'  # the replayed cells, and one of the usual
+    )
+
+    def run(*args):
+        done = pytest_in(tmp_path, "-p", "no:xdist", "-rA", *args)
+        return done.returncode, done.stdout
+
+    # 1. The suite runs as before, and the op's concrete calls are recorded.
+    code, out = run("--opcheck-record")
+    assert code == 0, out[-3000:]
+    assert "4 passed" in out, out[-3000:]
+    summary = "opcheck: recorded mypkg.ops:softplus: 3 call(s), 2 kept; not kept: 1 traced"
+    assert summary in out, out[-3000:]
+    assert (tmp_path / "tests" / "ops_spec.recorded.npz").is_file()
+
+    # 2. Each recording replays through the default cells, at its own size.
+    code, out = run()
+    assert code == 0, out[-3000:]
+    replayed = re.findall(
+        r"^PASSED tests/ops_spec.py::opcheck\[softplus\]\[(recorded-\d+\]\[.+)\]$", out, re.M
+    )
+    assert sorted(replayed) == sorted(f"recorded-{i}][{c}" for i in (0, 1) for c in REPLAYED)
+
+    # 3. The op wrong after the recording: its failures, written as expected...
+    (tmp_path / "mypkg" / "ops.py").write_text(USER_OP.replace("return", "return -"))
+    code, out = run("--opcheck-write-failures")
+    assert code != 0
+    failures = tmp_path / "tests" / "opcheck_failures.json"
+    listed = json.loads(failures.read_text())
+    replays = [f"opcheck[softplus][recorded-{i}][{c}]" for i in (0, 1) for c in REPLAYED]
+    assert sorted(listed) == sorted(["opcheck[softplus][eager]", *replays])
+    # ... each with its error's first line, on a recorded input (linspace(-3, 3, 5)).
+    eager = listed["opcheck[softplus][recorded-0][eager]"]
+    recorded = r"\(x = (-3\.0|-1\.5|0\.0|1\.5|3\.0)\)"
+    assert re.match(rf"\[eager\] eager, output 0: .* ulps of float32 off at .* {recorded}", eager)
+
+    # ... are expected failures in the next run (which passes).
+    code, out = run()
+    assert code == 0, out[-3000:]
+    assert "13 xfailed" in out, out[-3000:]
+    assert f"XFAIL tests/ops_spec.py::opcheck[softplus][recorded-0][eager] - {eager}" in out
+
+    # 4. Strictly: the op fixed, the list fails the run until it is rewritten.
+    (tmp_path / "mypkg" / "ops.py").write_text(USER_OP)
+    code, out = run()
+    assert code != 0
+    assert "[XPASS(strict)]" in out, out[-3000:]
+    code, out = run("--opcheck-write-failures")
+    assert code == 0, out[-3000:]
+    assert json.loads(failures.read_text()) == {}
+
+
+def test_a_recording_whose_arguments_disagree_on_an_axis_is_refused(declaration):
+    import numpy as np
+
+    from jax_ladder.opcheck import Arg
+    from jax_ladder.opcheck.intercept import Recording, replayed
+
+    two = dataclasses.replace(declaration.SPEC, args=(Arg("x", ("n",)), Arg("y", ("n",))))
+    recording = Recording(None, "m:f", "t", (np.zeros(3), np.zeros(4)), ("float32", "float32"))
+    with pytest.raises(ValueError, match=r"axis 'n' is 3 in x and 4 in y as recorded"):
+        replayed(two, recording)
+    fits = Recording(None, "m:f", "t", (np.arange(3.0), np.ones(3)), ("float32", "float32"))
+    spec = replayed(two, fits)
+    assert spec.sizes["n"] == 3
+    assert spec.dtype == "float32"
+    assert spec.args[0].sample(np.random.default_rng(0), (3,)).tolist() == [0.0, 1.0, 2.0]

@@ -13,7 +13,10 @@ matrix for any repository's op, from one declaration file (docs/opcheck.md).
 - report: `check(spec)`, the matrix run in-process, and its Report (not
   copied into projects);
 - plugin: the pytest plugin that makes a declaration's cells test items
-  (`opcheck_specs`, `--opcheck`; not copied into projects).
+  (`opcheck_specs`, `--opcheck`; not copied into projects);
+- intercept: the plugin's recording of the inputs a suite already gives an
+  op (`--opcheck-record`), their replay, and the expected failures
+  (`opcheck_failures.json`; not copied into projects).
 
 Here, the declaration language (OpSpec, Arg, Refuse, Collectives, Ulps) and
 check(). They are imported when first used, not with this package: the

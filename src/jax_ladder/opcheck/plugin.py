@@ -15,6 +15,17 @@ not collected), and `opcheck[<op name>][refusals]`, which fails where a
 declared refusal names no cell. `opcheck_cells` (ini) or `--opcheck-cells "eager,jit,grad-*"`
 selects cells by name or glob; -k works as on any test.
 
+Where a declaration names where the suite looks its op up (`INTERCEPT =
+"mypkg.ops:softplus"`), `--opcheck-record` records the arguments of the op's
+calls while the suite runs and writes them beside the declaration
+(`<stem>.recorded.npz`); a run that finds that file also makes the items
+`opcheck[<op name>][recorded-<i>][<cell>]`, each recording through the
+cells `opcheck_replay_cells` / `--opcheck-replay-cells` select (default:
+those that run at any size). An item listed in `opcheck_failures.json`
+beside the declaration ({item name: reason}) is an expected failure
+(xfail, strict); `--opcheck-write-failures` runs them all unmarked and
+writes the run's failures there (intercept.py).
+
 Where it is active, before JAX starts (before the conftest files load, when
 the plugin is installed or named with -p), it sets 8 simulated CPU devices
 (`jax_num_cpu_devices`), as a generated project's conftest.py does, unless
@@ -34,7 +45,7 @@ import contextlib
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -43,6 +54,7 @@ if TYPE_CHECKING:
 
 SPECS_INI = "opcheck_specs"
 CELLS_INI = "opcheck_cells"
+REPLAY_CELLS_INI = "opcheck_replay_cells"
 CPU_DEVICES = 8  # report.CPU_DEVICES: the sharding cells need 4, a project's conftest sets 8
 FORCE_FLAG = "--xla_force_host_platform_device_count"
 
@@ -71,7 +83,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="declaration files (PATH or PATH::NAME, relative to the configuration "
         "file) whose OpSpecs become test items; none: the plugin does nothing",
     )
+    group.addoption(
+        "--opcheck-record",
+        action="store_true",
+        help="record the arguments the suite gives each op a declaration's INTERCEPT "
+        "names, into <declaration stem>.recorded.npz beside it",
+    )
+    group.addoption(
+        "--opcheck-replay-cells",
+        default=None,
+        metavar="GLOBS",
+        help="the cells each recording replays through; default: the "
+        "opcheck_replay_cells ini option, else eager, jit, vmap-new-axis, grad-<arg>, vjp, jvp",
+    )
+    group.addoption(
+        "--opcheck-write-failures",
+        action="store_true",
+        help="run the listed expected failures unmarked and write this run's failures "
+        "to opcheck_failures.json beside each declaration",
+    )
     parser.addini(CELLS_INI, type="linelist", default=[], help="the cells to run (names, globs)")
+    parser.addini(
+        REPLAY_CELLS_INI, type="linelist", default=[], help="the cells a recording replays through"
+    )
 
 
 def declared(config: pytest.Config) -> dict[Path, list[str]]:
@@ -94,9 +128,10 @@ def active(config: pytest.Config) -> bool:
     return bool(config.getini(SPECS_INI) or config.getoption("opcheck"))
 
 
-def cell_patterns(config: pytest.Config) -> list[str] | None:
-    option = config.getoption("opcheck_cells")
-    patterns = option.split(",") if option else config.getini(CELLS_INI)
+def cell_patterns(config: pytest.Config, option: str = "opcheck_cells") -> list[str] | None:
+    given = config.getoption(option)
+    ini = REPLAY_CELLS_INI if option == "opcheck_replay_cells" else CELLS_INI
+    patterns = given.split(",") if given else config.getini(ini)
     return [p.strip() for p in patterns if p.strip()] or None
 
 
@@ -129,14 +164,140 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{SPECS_INI} or --opcheck: no such declaration file {missing}")
     # Again, for a run where the plugin came later (a conftest's pytest_plugins).
     simulate_cpu_devices()
+    if config.getoption("opcheck_record"):
+        start_recording(config)
+    if config.getoption("opcheck_write_failures"):
+        config.stash[OUTCOMES] = Outcomes()
+        config.pluginmanager.register(config.stash[OUTCOMES], "opcheck-outcomes")
+
+
+RECORDERS = pytest.StashKey[list[Any]]()  # intercept.Recorder, for each INTERCEPT
+OUTCOMES = pytest.StashKey["Outcomes"]()
+WRITTEN = pytest.StashKey[list[str]]()  # what the run wrote, for its summary
+
+
+def start_recording(config: pytest.Config) -> None:
+    """Each declaration's INTERCEPT replaced by its recorder's wrapper, for
+    the run: before the suite's modules (and the declarations) import it."""
+    if getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--opcheck-record records in one process: add -n 0")
+    from .intercept import Recorder, intercepts
+
+    recorders = []
+    stack = contextlib.ExitStack()
+    config.add_cleanup(stack.close)
+    for path in declared(config):
+        try:
+            for op, target in intercepts(path).items():
+                recorder = Recorder(path, op, target)
+                stack.enter_context(recorder.installed())
+                recorders.append(recorder)
+        except (ValueError, ImportError, AttributeError, SyntaxError) as error:
+            raise pytest.UsageError(f"--opcheck-record: {type(error).__name__}: {error}") from error
+    if not recorders:
+        raise pytest.UsageError(
+            f"--opcheck-record: no declaration names its op's INTERCEPT ({list(declared(config))})"
+        )
+    config.stash[RECORDERS] = recorders
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """While recording: which test made each call, and not the calls of the
+    matrix's own cells."""
+    if not item.config.stash.get(RECORDERS, None):
+        return (yield)
+    from .intercept import Recorder
+
+    Recorder.current = item.nodeid
+    Recorder.paused += isinstance(item, Cell)
+    try:
+        return (yield)
+    finally:
+        Recorder.paused -= isinstance(item, Cell)
+        Recorder.current = ""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """With --opcheck-write-failures, each cell's outcome (its error's first
+    line, or None where it passed), carried by the report (through
+    pytest-xdist's workers too) to the run's end."""
+    report = yield
+    if (
+        isinstance(item, Cell)
+        and call.when == "call"
+        and item.config.getoption("opcheck_write_failures")
+    ):
+        from .intercept import failures_path
+
+        error = None
+        if call.excinfo is not None and report.failed:
+            value = call.excinfo.value
+            error = (str(value) or type(value).__name__).splitlines()[0]
+            if not isinstance(value, AssertionError):
+                error = f"{type(value).__name__}: {error}"
+        if report.passed or report.failed:
+            where = str(failures_path(item.path))
+            report.user_properties.append(("opcheck", (where, item.name, error)))
+    return report
+
+
+class Outcomes:
+    """With --opcheck-write-failures, a plugin of the run: each cell's
+    outcome as its report arrives (here, the controller, under xdist)."""
+
+    def __init__(self) -> None:
+        self.by_file: dict[Path, dict[str, str | None]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == "opcheck":
+                where, name, error = cast("tuple[str, str, str | None]", value)
+                self.by_file.setdefault(Path(where), {})[name] = error
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write what the run recorded, and with --opcheck-write-failures, the
+    expected failures."""
+    config = session.config
+    if not active(config) or hasattr(config, "workerinput"):  # xdist: the controller writes
+        return
+    from .intercept import recordings_path, write, write_failures
+
+    def shown(path: Path) -> str:
+        """path from the run's root, where it lies under it."""
+        root = config.rootpath
+        return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+    written: list[str] = []
+    recorders = config.stash.get(RECORDERS, [])
+    for path in declared(config):
+        mine = [r for r in recorders if r.declaration == path]
+        written += [f"opcheck: recorded {recorder.summary()}" for recorder in mine]
+        if any(r.kept for r in mine):
+            count = write(recordings_path(path), mine)
+            written.append(f"opcheck: wrote {count} recording(s) to {shown(recordings_path(path))}")
+        elif mine:
+            written.append(f"opcheck: nothing recorded for {shown(path)}: no file written")
+    if OUTCOMES in config.stash:
+        for where, outcomes in sorted(config.stash[OUTCOMES].by_file.items()):
+            listed = write_failures(where, outcomes)
+            written.append(f"opcheck: wrote {len(listed)} expected failure(s) to {shown(where)}")
+    config.stash[WRITTEN] = written
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Say so where a named declaration's cells never ran: its file lay
-    outside the paths this run collected. (From the run's reports, which
-    pytest-xdist's workers send here too.)"""
+    """What the run wrote (recordings, expected failures), and where a named
+    declaration's cells never ran: its file lay outside the paths this run
+    collected. (From the run's reports, which pytest-xdist's workers send
+    here too.)"""
     if not active(config):
         return
+    for line in config.stash.get(WRITTEN, []):
+        terminalreporter.write_line(line)
     seen = {
         getattr(report, "nodeid", "").split("::")[0]
         for reports in terminalreporter.stats.values()
@@ -188,7 +349,59 @@ class Declarations(pytest.Module):
                 raise self.CollectError(f"{self.path.name} declares no OpSpec")
         for spec in specs:
             found += list(cells_of(self, spec))
+        found += list(self.replays(specs, module))
+        self.expect_failures(found)
         return found
+
+    def replays(self, specs: list[OpSpec], module: dict[str, Any]) -> Iterator[pytest.Item]:
+        """Each recording beside the declaration, through the replay cells."""
+        from .conformance import OpSpec
+        from .intercept import default_replay_cells, read, recordings_path, replayed
+        from .report import select_cells
+
+        path = recordings_path(self.path)
+        if not path.is_file():
+            return
+        every = list({id(v): v for v in module.values() if isinstance(v, OpSpec)}.values())
+        counts: dict[str, int] = {}
+        for recording in read(path):
+            if recording.op is None and len(every) != 1:
+                raise self.CollectError(
+                    f"{path.name}: recorded for the one OpSpec of {self.path.name}, which "
+                    f"declares {len(every)}: name each op in INTERCEPT, and record again"
+                )
+            names = [s.name for s in every] if recording.op is None else [recording.op]
+            for spec in (s for s in specs if s.name in names):
+                i = counts[spec.name] = counts.get(spec.name, -1) + 1
+                name = f"opcheck[{spec.name}][recorded-{i}]"
+                try:
+                    replay = replayed(spec, recording)
+                except ValueError as error:
+                    why = f"{name} (called from {recording.called_from}): {error}"
+                    yield Unreplayable.from_parent(self, name=name, spec=spec, cell=why)
+                    continue
+                patterns = cell_patterns(self.config, "opcheck_replay_cells")
+                try:
+                    cells = select_cells(replay, patterns or default_replay_cells(replay))
+                except ValueError as error:
+                    raise self.CollectError(str(error)) from error
+                for cell in cells:
+                    yield Cell.from_parent(self, name=f"{name}[{cell}]", spec=replay, cell=cell)
+
+    def expect_failures(self, items: list[Any]) -> None:
+        """The items opcheck_failures.json lists: expected to fail, strictly
+        (one that passes fails the run: take it off the list)."""
+        if self.config.getoption("opcheck_write_failures"):
+            return  # they run unmarked: the run writes what fails
+        from .intercept import failures_path, read_failures
+
+        try:
+            listed = read_failures(failures_path(self.path))
+        except ValueError as error:
+            raise self.CollectError(str(error)) from error
+        for item in items:
+            if isinstance(item, Cell) and item.name in listed:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=listed[item.name]))
 
 
 def cells_of(parent: Declarations, spec: OpSpec) -> Iterator[pytest.Item]:
@@ -228,6 +441,13 @@ class Cell(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name
+
+
+class Unreplayable(Cell):
+    """A recording that does not fit the declaration (its `cell`: why)."""
+
+    def runtest(self) -> None:
+        raise AssertionError(self.cell)
 
 
 class Refusals(Cell):
