@@ -86,7 +86,7 @@ def test_a_committed_change_counts_as_well_as_a_new_file(kit):
         "src/jax_ladder/opcheck/conformance.py",
         "src/jax_ladder/project_files/noxfile.py",
         "templates/shared_files.py",
-        "templates/ffi/hooks/pre_gen_project.py",
+        "templates/pre_gen_project.py",
     ],
 )
 def test_what_every_project_shares_selects_every_template(kit, shared):

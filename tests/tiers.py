@@ -69,7 +69,7 @@ SHARED_MACHINERY = (
     "src/jax_ladder/opcheck/*",
     "src/jax_ladder/project_files/*",
     "templates/shared_files.py",
-    "templates/*/hooks/pre_gen_project.py",
+    "templates/pre_gen_project.py",  # every template's hooks/ links to it
 )
 
 

@@ -136,8 +136,19 @@ def skip_if_refused(collector, report):
 REQUIRED_PLATFORM = os.environ.get("REQUIRE_ACCELERATOR", "")
 
 
+def pytest_addoption(parser):
+    parser.addini(
+        "jax_default_device",
+        "the platform (cpu, gpu or tpu) whose device the tests use unless they choose "
+        "one; unset: JAX's default backend",
+        default="",
+    )
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", QUICK_MARKER)
+    if platform := config.getini("jax_default_device"):
+        jax.config.update("jax_default_device", platform)
     if not REQUIRED_PLATFORM:
         return
     if REQUIRED_PLATFORM not in ("gpu", "tpu"):

@@ -21,7 +21,6 @@ printed only on a real multi-device platform. Needs the test dependencies
 
 import argparse
 import dataclasses
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from {{ cookiecutter.package_name }}.hlo import collective_bytes  # noqa: E402
 
 from conformance import make_args  # noqa: E402
 from op_spec import SPEC  # noqa: E402
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 # How much larger than the conformance cells' sizes the two axes are.
 SCALES = [(8, 256), (32, 2048), (128, 4096)]
@@ -53,17 +53,6 @@ def compile_seconds_and_bytes(fn, args):
     start = time.perf_counter()
     text = jax.jit(fn).lower(*args).compile().as_text()
     return time.perf_counter() - start, collective_bytes(text)
-
-
-def median_seconds(fn, args, repeats):
-    fn = jax.jit(fn)
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def scaled_args(scale):
@@ -105,7 +94,7 @@ def shard_sweep(scale, repeats):
             placed = place(mesh, host, (first, second))
             for i, fn in enumerate((rule, plain)):
                 sweep["bytes"][i].append(compile_seconds_and_bytes(fn, placed)[1])
-                sweep["seconds"][i].append(median_seconds(fn, placed, repeats))
+                sweep["seconds"][i].append(median_seconds([jax.jit(fn)], placed, repeats)[0])
     return sweep, tuple(host[0].shape)
 
 
@@ -176,8 +165,8 @@ def main():
                     f"{t_rule:>13.2f} / {t_plain:.2f}"
                 )
                 if timed:
-                    run_rule = median_seconds(rule, placed, args.repeats)
-                    run_plain = median_seconds(plain, placed, args.repeats)
+                    both = [jax.jit(rule), jax.jit(plain)]
+                    run_rule, run_plain = median_seconds(both, placed, args.repeats)
                     print(
                         f"{'':>14} run ms: rule {1e3 * run_rule:.3f}, no rule "
                         f"{1e3 * run_plain:.3f}, speed-up {run_plain / run_rule:.2f}x"

@@ -23,9 +23,7 @@ FLOP/s.
 
 import argparse
 import dataclasses
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -36,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import op_spec  # noqa: E402  (the declaration, beside the tests)
 import plot  # noqa: E402  (benchmarks/plot.py: imports matplotlib only to draw)
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 from conformance import cotangents_for, make_args  # noqa: E402
 
 
@@ -51,26 +50,6 @@ def value_and_grad(f):
         return sum(jnp.sum(c * o) for c, o in zip(cotangents, outputs, strict=False))
 
     return jax.jit(jax.value_and_grad(loss, argnums=argnums))
-
-
-def median_seconds(fns, args, repeats):
-    """Median time of each compiled function, calling them in turn.
-
-    Short calls get more repeats (about half a second per function), so that a
-    millisecond's noise does not decide the ratio.
-    """
-    for fn in fns:
-        jax.block_until_ready(fn(*args))  # warm-up: first run after compiling
-    start = time.perf_counter()
-    jax.block_until_ready(fns[0](*args))
-    repeats = max(repeats, min(200, int(0.5 / max(time.perf_counter() - start, 1e-6))))
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, fn_times in zip(fns, times, strict=True):
-            start = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            fn_times.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
 
 
 def in_out_bytes(compiled):
@@ -178,10 +157,10 @@ def main():
         reference = value_and_grad(spec.reference).lower(*inputs).compile()
         b_custom, b_reference = peak_bytes(custom), peak_bytes(reference)
         if b_reference <= args.max_reference_gb * 1e9:
-            t_custom, t_reference = median_seconds([custom, reference], inputs, repeats)
+            t_custom, t_reference = median_seconds([custom, reference], inputs, repeats, seconds=0.5)
             timing = f"{1e3 * t_reference:>13.2f} {t_reference / t_custom:>8.2f}x"
         else:
-            (t_custom,) = median_seconds([custom], inputs, repeats)
+            (t_custom,) = median_seconds([custom], inputs, repeats, seconds=0.5)
             t_reference = None
             timing = f"{'not run':>13} {'':>9}"
         moved = bytes_moved(spec, inputs)
