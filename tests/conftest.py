@@ -1,3 +1,5 @@
+import importlib.machinery
+import importlib.util
 import itertools
 import os
 import shutil
@@ -14,6 +16,18 @@ from jax_ladder.options import REPOSITORY_OPTIONS, load_options
 from jax_ladder.rungs import available, template_dir
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(name):
+    """scripts/<name> (a Python script without a .py suffix) as a module, so
+    that its tests call its functions."""
+    module_name = name.replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(module_name, str(REPO / "scripts" / name))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(module_name, loader))
+    sys.modules[module_name] = module  # dataclasses look their module up there
+    loader.exec_module(module)
+    return module
+
 
 # Bakes with a CUDA handler compile it (and recompile it for each C++ mutant)
 # for one GPU architecture rather than the project's default, every major one:

@@ -1,8 +1,6 @@
 """scripts/hardware-check: its CPU mode (what CI can run), its rules, and its
 machinery end to end on one check, so the script works when a GPU finally runs it."""
 
-import importlib.machinery
-import importlib.util
 import os
 import re
 import shlex
@@ -13,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_script
 
 from jax_ladder.options import load_options, resolve
 from jax_ladder.rungs import available, by_name, template_dir
@@ -21,16 +19,7 @@ from jax_ladder.rungs import available, by_name, template_dir
 SCRIPT = REPO / "scripts" / "hardware-check"
 
 
-def load_script():
-    loader = importlib.machinery.SourceFileLoader("hardware_check", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("hardware_check", loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hardware_check"] = module  # dataclasses look their module up there
-    loader.exec_module(module)
-    return module
-
-
-hw = load_script()
+hw = load_script("hardware-check")
 
 
 def test_without_an_accelerator_it_lists_the_plan_and_exits_0():

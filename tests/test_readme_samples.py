@@ -5,13 +5,10 @@ No demo runs here: its table's shape comes from the code that prints it, and
 each row's count of passed tests from a real run of the same selection in
 test_templates.py (the default combination's own tests)."""
 
-import importlib.machinery
-import importlib.util
 import re
-import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_script
 
 from jax_ladder.commands import demo
 from jax_ladder.rungs import LADDER, available
@@ -21,16 +18,7 @@ RUNG_ROW = re.compile(r"^[* ] \d\. \S+")
 FACT_LABEL = re.compile(r"^([a-z]+) {2,}\S")
 
 
-def load_script():
-    loader = importlib.machinery.SourceFileLoader("readme_samples", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("readme_samples", loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["readme_samples"] = module  # dataclasses look their module up there
-    loader.exec_module(module)
-    return module
-
-
-samples = load_script()
+samples = load_script("readme-samples")
 README = samples.blocks((REPO / "README.md").read_text())
 REFRESH = "stale: run scripts/readme-samples --only {}"
 
@@ -108,17 +96,7 @@ def test_the_ladder_table_says_what_the_kit_has_for_each_rung():
 
 
 # -- the site's tutorial (docs/tutorial.md) and landing page (docs/index.md) -------------
-def load_site_samples():
-    path = REPO / "scripts" / "site-samples"
-    loader = importlib.machinery.SourceFileLoader("site_samples", str(path))
-    spec = importlib.util.spec_from_loader("site_samples", loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["site_samples"] = module
-    loader.exec_module(module)
-    return module
-
-
-site_samples = load_site_samples()
+site_samples = load_script("site-samples")
 SITE_REFRESH = "stale: run scripts/site-samples"
 
 
