@@ -13,7 +13,6 @@ from conftest import REPO, load_script
 from jax_ladder.commands import demo
 from jax_ladder.rungs import LADDER, available
 
-SCRIPT = REPO / "scripts" / "readme-samples"
 RUNG_ROW = re.compile(r"^[* ] \d\. \S+")
 FACT_LABEL = re.compile(r"^([a-z]+) {2,}\S")
 
