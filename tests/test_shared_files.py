@@ -138,7 +138,8 @@ def test_every_template_runs_the_one_pre_generation_hook():
     # one hook that finds the kit (name rules, shared files).
     for path in TEMPLATES.values():
         hook = path / "hooks/pre_gen_project.py"
-        assert hook.is_symlink() and hook.resolve() == REPO / "templates/pre_gen_project.py", hook
+        assert hook.is_symlink(), hook
+        assert hook.resolve() == REPO / "templates/pre_gen_project.py", hook
 
 
 @pytest.mark.parametrize(("copy", "original"), COPIES.items(), ids=lambda c: "/".join(c))

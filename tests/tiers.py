@@ -38,7 +38,8 @@ examples' tests on the oldest JAX) run in the full tier only, whatever
 changed: they test how a release is made and installed and the window's
 oldest end, which the scheduled and release workflows run, and they took
 over a third of a quick run that selected every battery (1,500 of the two
-workers' 4,000 s; the examples' oldest-JAX pass about 300 more). `Selection.runs` is the one place that decides.
+workers' 4,000 s; the examples' oldest-JAX pass about 300 more).
+`Selection.runs` is the one place that decides.
 """
 
 from __future__ import annotations
