@@ -17,7 +17,9 @@ from jax_ladder.rungs import LADDER, assets_dir
 from jax_ladder.runner import build_project
 
 ASSETS = sorted((REPO / "assets").rglob("*.py"))
-EXAMPLES = sorted(p for p in (REPO / "examples").iterdir() if p.is_dir())
+# An example is a folder with its own tests and bench.py; examples/shared holds what several
+# of them import (examples/conftest.py says how), and is not one.
+EXAMPLES = sorted(p.parent for p in (REPO / "examples").glob("*/bench.py"))
 
 
 def asset_names(root):
@@ -32,8 +34,9 @@ def run(*args, cwd=REPO):
 
 
 # examples/ladder climbs one op through every rung, so it belongs to none;
-# examples/opcheck runs the conformance matrix on ops from outside the kit.
-NOT_A_RUNG = {"templates": set(), "assets": set(), "examples": {"ladder", "opcheck"}}
+# examples/opcheck runs the conformance matrix on ops from outside the kit;
+# examples/shared is what several examples import.
+NOT_A_RUNG = {"templates": set(), "assets": set(), "examples": {"ladder", "opcheck", "shared"}}
 
 
 @pytest.mark.parametrize("kind", ["templates", "assets", "examples"])
@@ -77,6 +80,10 @@ def test_example_passes_its_tests(example):
 OLDEST_JAX_LEAVES_OUT = {"ffi", "ladder"}
 
 
+# The window's oldest end, like the default projects on the oldest Python:
+# the full tier's (tests/tiers.py), whose weekly and release runs hold the
+# examples to it; the quick tier runs them on the newest JAX.
+@pytest.mark.release_path
 @pytest.mark.parametrize(
     "example", [e for e in EXAMPLES if e.name not in OLDEST_JAX_LEAVES_OUT], ids=lambda p: p.name
 )

@@ -299,7 +299,11 @@ def test_every_python_version_is_the_oldest_supported():
         readme = (project / "README.md").read_text()
         assert f"Python {PYTHON_OLDEST}" in readme, template.name
         assert f"JAX {JAX_ON_PYTHON_OLDEST}" in readme, template.name
-    cmake = [*REPO.glob("templates/*/*/CMakeLists.txt"), *REPO.glob("examples/*/CMakeLists.txt")]
+    cmake = [
+        *REPO.glob("templates/*/*/CMakeLists.txt"),
+        *REPO.glob("examples/*/CMakeLists.txt"),
+        *REPO.glob("examples/shared/*.cmake"),
+    ]
     for path in [REPO / "CMakeLists.txt", *cmake]:
         for version in re.findall(r"find_package\(Python (\d+\.\d+)", path.read_text()):
             assert version == PYTHON_OLDEST, path

@@ -7,7 +7,8 @@ sharded float32 input: `prefix_sum` (the rule) and `jnp.cumsum(x, axis=1)` (XLA 
 forward program and the gradient program (of sum(c * prefix sum), c sharded like x). Reported:
 
 - bytes: the sum over the compiled program's collectives of each one's result size on one
-  device (hlo.py), so an all-gather counts the whole gathered array; and the ratio XLA / rule;
+  device (shared/hlo.py), so an all-gather counts the whole gathered array; and the ratio
+  XLA / rule;
 - compile: seconds for `jit(f).lower(x).compile()` of the forward program, median of a few,
   each a fresh function so that no cache answers;
 - err: the rule's largest error as a fraction of the bound the tests use (reference.py),
@@ -22,16 +23,21 @@ repeated calls, each ended by `jax.block_until_ready`).
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hlo import collectives
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from prefix_sum import prefix_sum
 from reference import error_bound, prefix_sum_f64, prefix_sum_reference
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.hlo import collectives
+from shared.timing import median_seconds
 
 # Before anything starts the backend: the CPU backend only reads this once.
 jax.config.update("jax_num_cpu_devices", 8)
@@ -61,17 +67,6 @@ def compile_seconds(fn, args, repeats):
         fresh = lambda *a: fn(*a)  # noqa: E731  (a new function: no cached executable)
         start = time.perf_counter()
         jax.jit(fresh).lower(*args).compile()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def run_seconds(compiled, args, repeats):
-    for _ in range(3):
-        jax.block_until_ready(compiled(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -121,7 +116,7 @@ def run_case(devices, mesh_shape, spec, rows, length, compile_repeats, time_repe
         )
         if devices[0].platform != "cpu":
             rule_s, xla_s = (
-                run_seconds(compiled[name][0], (x,), time_repeats) for name in ("rule", "xla")
+                median_seconds(compiled[name][0], (x,), time_repeats) for name in ("rule", "xla")
             )
             line += f" | {rule_s * 1e3:>8.3f} {xla_s * 1e3:>8.3f} {xla_s / rule_s:>6.2f}x"
     print(line, flush=True)

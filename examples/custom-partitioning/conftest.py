@@ -1,5 +1,5 @@
-"""Shared test setup: eight simulated CPU devices, the CPU as the default device, float64,
-seeded randomness.
+"""Shared test setup: eight simulated CPU devices, the CPU as the default device, float64
+(the seeded `rng` fixture is examples/conftest.py's).
 
 `jax_num_cpu_devices` only takes effect before JAX starts its backend, which is why it is set
 here: pytest imports conftest.py before the test modules, and nothing before it touches a
@@ -13,22 +13,12 @@ and float64 on a TPU is emulated (not IEEE, and slow): the examples check the pa
 rule's math, which the simulated devices show, not the accelerator's arithmetic.
 """
 
-import zlib
-
 import jax
-import numpy as np
-import pytest
 from reference import WORST
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_default_device", "cpu")
-
-
-@pytest.fixture
-def rng(request):
-    """A NumPy generator seeded from the test's id: random data, the same on every run."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hlo import collectives, compiled_text
 from jax import export
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -21,6 +20,7 @@ from reference import (
     suffix_sum_f64,
     suffix_sum_reference,
 )
+from shared.hlo import collectives, compiled_text
 
 # (row devices, sequence devices): 8 either way, both 2-D splits, and a single device.
 MESH_SHAPES = [(8, 1), (1, 8), (4, 2), (2, 4), (1, 1)]

@@ -12,14 +12,17 @@ Memory is XLA's compile-time buffer assignment (argument + output - alias + temp
 """
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from deq import cell, deq_layer, init_params
 from reference import deq_layer_unrolled, numpy_deq_grads, numpy_deq_solution
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.timing import median_times
 
 TOL = 1e-5  # float32 throughout, as a DEQ would usually be trained
 
@@ -50,20 +53,6 @@ def footprint_bytes(compiled):
         - stats.alias_size_in_bytes
         + stats.temp_size_in_bytes
     )
-
-
-def median_seconds(fns, args, repeats):
-    """Median time of each compiled function, calling them in turn (so that a busy machine
-    slows both alike) after a warm-up."""
-    for fn in fns:
-        jax.block_until_ready(fn(*args))  # warm-up
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, fn_times in zip(fns, times, strict=True):
-            start = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            fn_times.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
 
 
 def run_case(batch, hidden, features, contraction, repeats, seed=0):
@@ -98,7 +87,8 @@ def run_case(batch, hidden, features, contraction, repeats, seed=0):
         for fn in (implicit_jit, unrolled_jit)
     )
 
-    t_imp, t_unr = median_seconds([implicit_jit, unrolled_jit], (params, x), repeats)
+    times = median_times({"implicit": implicit_jit, "unrolled": unrolled_jit}, (params, x), repeats)
+    t_imp, t_unr = times["implicit"], times["unrolled"]
     m_imp, m_unr = footprint_bytes(implicit_jit), footprint_bytes(unrolled_jit)
     print(
         f"{batch:>5} {hidden:>6} {contraction:>5.2f} {iters:>5} | "

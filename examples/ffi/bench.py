@@ -19,8 +19,8 @@ CPU-only, and the three solvers are compared on one device.
 """
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import jax
 
@@ -36,6 +36,9 @@ from reference import (  # noqa: E402
     scan_tridiagonal_solve,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.timing import median_seconds  # noqa: E402
+
 try:
     from tridiagonal import tridiagonal_solve
 
@@ -45,16 +48,6 @@ except ImportError as err:  # still time the two plain-JAX solvers, and say why
     SOLVERS = {}
 SOLVERS.update(lax=lax_tridiagonal_solve, scan=scan_tridiagonal_solve)
 BASE = next(iter(SOLVERS))  # ratios are relative to this one: ffi when it is built
-
-
-def median_seconds(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up (and compile)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def programs(solve):

@@ -1,5 +1,5 @@
-"""Shared test setup: the CPU as the default device, float64, seeded randomness, and a clear word
-when the FFI module is missing.
+"""Shared test setup: the CPU as the default device, float64, and a clear word when the FFI module
+is missing (the seeded `rng` fixture is examples/conftest.py's).
 
 The handler is CPU-only (tridiagonal.py), so the tests run on the CPU device also where the
 default backend is a GPU: there the plain-JAX oracles would run on the GPU and the FFI calls,
@@ -15,11 +15,7 @@ float64 is for the float64 cases and the NumPy comparisons; every array the test
 explicit dtype, so it does not change what the float32 tests compute.
 """
 
-import zlib
-
 import jax
-import numpy as np
-import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_default_device", "cpu")
@@ -30,12 +26,6 @@ try:
     FFI_MISSING = None
 except ImportError as err:
     FFI_MISSING = str(err)
-
-
-@pytest.fixture
-def rng(request):
-    """A NumPy generator seeded from the test's id: random data, the same on every run."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def pytest_terminal_summary(terminalreporter):

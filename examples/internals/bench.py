@@ -19,8 +19,8 @@ the primitive is faster), after checking that the three versions agree.
 """
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -28,17 +28,10 @@ import numpy as np
 from diffusion import diffusion_matrix, explicit_steps, fit_loss, grid_graph
 from reference import dense_matvec, segment_sum_matvec
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.timing import median_seconds
+
 TAU = 0.1  # explicit steps are stable: tau * largest eigenvalue of L <= 0.1 * 2 * 4 * 1.25 < 2
-
-
-def median_ms(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up (and compile)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
 
 
 def versions(graph, n):
@@ -84,7 +77,10 @@ def run(side, k, repeats):
                 err = float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b)))
                 if err > 1e-3:
                     raise SystemExit(f"{program}: {name} disagrees with prim (rel err {err:.1e})")
-        ms = {name: median_ms(progs[program], (w, u), repeats) for name, progs in table.items()}
+        ms = {
+            name: 1e3 * median_seconds(progs[program], (w, u), repeats)
+            for name, progs in table.items()
+        }
         dense = f"{ms['dense']:>9.3f} {ms['dense'] / ms['prim']:>8.2f}x" if "dense" in ms else ""
         print(
             f"{graph.n:>6} {len(graph.indices):>6} {program:>14} | {ms['prim']:>9.3f} "

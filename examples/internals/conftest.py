@@ -1,4 +1,5 @@
-"""Shared test setup: float64 and seeded randomness.
+"""Shared test setup: float64 and the CPU as the default device (the seeded `rng` fixture
+is examples/conftest.py's).
 
 The tests compare float32 with float64, so float64 must be enabled before any test builds an
 array; every array the tests build has an explicit dtype.
@@ -10,17 +11,7 @@ second-order `check_grads` and the other many-small-step checks took minutes the
 what times the default device.
 """
 
-import zlib
-
 import jax
-import numpy as np
-import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_default_device", "cpu")
-
-
-@pytest.fixture
-def rng(request):
-    """A NumPy generator seeded from the test's id: random data, the same on every run."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))

@@ -12,7 +12,7 @@ For each rung (a module in this folder), float32 x: (rows, d), w: (d,), cotangen
 - temp, peak MiB: compiled.memory_analysis() of the value_and_grad program on one device.
 - comm B: bytes of the collectives in the compiled value_and_grad program on an 8-device mesh
   (devices.py: the default platform's devices where it has 8, else simulated CPU devices) with
-  the rows of x and dy sharded, from the optimized HLO (hlo.py).
+  the rows of x and dy sharded, from the optimized HLO (shared/hlo.py).
 - lines: lines of code of the rung's module (no blanks, comments or docstrings; + C++).
 - fwd, v&g B/s: the least bytes each moves (x, w and dy read; y, or the gradients, written)
   per second, as a share of the chip's peak HBM bandwidth (the PEAKS table of the templates'
@@ -36,9 +36,7 @@ import io
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 import tokenize
 from pathlib import Path
 
@@ -50,11 +48,14 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import oracle  # noqa: E402
 from devices import mesh_devices  # noqa: E402
-from hlo import total_bytes  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/, for shared/
+from shared.hlo import total_bytes  # noqa: E402
+from shared.timing import median_times  # noqa: E402
+
 # rung module: what it bought over the rung below
 RUNGS = {
     "reference": "the baseline: JAX differentiates, batches, shards it",
@@ -84,19 +85,6 @@ def bytes_moved(rows, d):
     """The least bytes the forward and the value-and-grad move, float32: the forward reads
     x and w and writes y; the value-and-grad reads x, w and dy and writes dx and dw."""
     return 4 * (2 * rows * d + d), 4 * (3 * rows * d + 2 * d)
-
-
-def median_times(programs, args, rounds):
-    """{name: median seconds}, the programs taking turns, one call each per round."""
-    for program in programs.values():
-        jax.block_until_ready(program(*args))  # warm-up (and compile)
-    times = {name: [] for name in programs}
-    for _ in range(rounds):
-        for name, program in programs.items():
-            start = time.perf_counter()
-            jax.block_until_ready(program(*args))
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def python_lines(path):

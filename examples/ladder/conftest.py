@@ -1,5 +1,5 @@
-"""Shared test setup: eight simulated CPU devices, seeded randomness, and a clear word when the
-FFI rung's compiled module is missing.
+"""Shared test setup: eight simulated CPU devices and a clear word when the FFI rung's compiled
+module is missing (the seeded `rng` fixture is examples/conftest.py's).
 
 `jax_num_cpu_devices` only takes effect before JAX starts its backend: pytest imports
 conftest.py before the test modules, and nothing before it touches a device. The tests run on
@@ -8,11 +8,7 @@ else these simulated CPU devices (devices.py), and the FFI rung, whose handlers 
 runs on the CPU device (test_ladder.py's `rung` fixture).
 """
 
-import zlib
-
 import jax
-import numpy as np
-import pytest
 from devices import SIMULATED_MESHES
 from oracle import WORST
 
@@ -24,12 +20,6 @@ try:
     FFI_MISSING = None
 except ImportError as err:
     FFI_MISSING = str(err)
-
-
-@pytest.fixture
-def rng(request):
-    """A NumPy generator seeded from the test's id: random data, the same on every run."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def pytest_terminal_summary(terminalreporter):

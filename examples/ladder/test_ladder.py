@@ -16,10 +16,10 @@ import numpy as np
 import oracle
 import pytest
 from conftest import FFI_MISSING
-from hlo import collectives
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
+from shared.hlo import collectives
 
 OK = "ok"
 LOCAL = "local"  # sharded rows stay sharded: no collective in the forward pass

@@ -22,15 +22,19 @@ which pay the same costs.
 
 import argparse
 import statistics
+import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import jax
 import numpy as np
-from hlo import collectives
 from jax.sharding import AxisType, NamedSharding
 from reference import simulate_reference
 from wave2d import SPEC, _simulate, courant_squared, start_at_rest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.hlo import collectives
 
 # Before anything starts the backend: the CPU backend only reads this once.
 jax.config.update("jax_num_cpu_devices", 8)

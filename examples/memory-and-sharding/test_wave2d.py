@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hlo import collectives
 from jax.sharding import AxisType, NamedSharding
 from reference import assert_close, simulate_numpy, simulate_reference, standing_wave
+from shared.hlo import collectives
 from wave2d import SPEC, _simulate, courant_squared, place, simulate, start_at_rest
 from wave2d import make_mesh as make_mesh_of
 

@@ -17,8 +17,8 @@ time only.
 
 import argparse
 import functools
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -26,15 +26,8 @@ import numpy as np
 from flash_attention import flash_attention
 from reference import attention_reference
 
-
-def median_seconds(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up (and compile)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.timing import median_seconds
 
 
 def make_fns(attention, do):
