@@ -244,10 +244,14 @@ SIMPLEX_64 = _simplex(
 BLOCK = {"block_shape": (8, 128), "block_k": 128}
 
 
+# Asked at import, which starts JAX: run.py and conftest.py configure it first.
+ON_A_TPU_HOST = jax.default_backend() == "tpu"
+
+
 def matmul(x, y):
     """The kernel compiled for the TPU on a TPU host; elsewhere the TPU
     interpreter (force_tpu_interpret_mode), which runs it on the CPU."""
-    if jax.default_backend() == "tpu":
+    if ON_A_TPU_HOST:
         return pallas_matmul(x, y, **BLOCK)
     with pltpu.force_tpu_interpret_mode():
         return pallas_matmul(x, y, **BLOCK)
@@ -296,6 +300,16 @@ _NO_AUTODIFF = Refuse(
     "no autodiff: pallas_call's JVP fails on the kernel's scratch buffer (a bare "
     "AssertionError: a JAX defect, see the README); wrap the kernel in a custom_vjp",
 )
+# On a TPU host the op compiles the kernel for the TPU (matmul above), and the
+# cells that run it on the CPU ask that of the CPU: the jit-auto cells' meshes
+# of simulated CPU devices, the CPU export and its symbolic one. Pallas then
+# refuses, as it should: only the interpreter runs a TPU kernel on a CPU.
+_TPU_KERNEL_ON_THE_CPU = Refuse(
+    ValueError,
+    "Only interpret mode is supported on CPU backend",
+    "on a TPU host the op compiles the kernel for the TPU, which the CPU devices "
+    "of this cell cannot run (the TPU interpreter can: force_tpu_interpret_mode)",
+)
 _MATMUL_REFUSES = {
     "shard-map-*": _SHARD_MAP,
     "jit-explicit-*": _EXPLICIT,
@@ -319,6 +333,10 @@ _MATMUL_REFUSES = {
         _NO_AUTODIFF,
     ),
 }
+if ON_A_TPU_HOST:
+    _MATMUL_REFUSES.update(
+        dict.fromkeys(("lower-cpu", "export-symbolic", "jit-auto-*"), _TPU_KERNEL_ON_THE_CPU)
+    )
 
 # A float32 matmul of k = 128 terms overflows where |x| |y| k passes float32's
 # largest number: the hard cells' huge case stays below it (sqrt(max / k) is 1.6e18).

@@ -2,6 +2,7 @@
 reports for them (reports.md): what passes, what is refused, and the defects
 the README reproduces."""
 
+import re
 import zlib
 
 import numpy as np
@@ -67,5 +68,10 @@ def test_pallas_matmul_on_its_blocks_passes_or_refuses_autodiff(cell):
 
 def test_pallas_matmul_leaves_the_rows_past_its_last_block_unwritten():
     said = fails(specs.MATMUL_RAGGED, "eager")
-    assert "got nan" in said, said
-    assert "index (16, 0)" in said, said  # 20 rows: blocks of 8 cover rows 0..15
+    if specs.ON_A_TPU_HOST:
+        # Whatever the output's memory held: two runs differ there, or (the
+        # same leftovers twice) a row past the last block is wrong.
+        assert re.search(r"differ between two runs|at index \(1[6-9], ", said), said
+    else:
+        assert "got nan" in said, said  # the interpreter's output starts as NaN
+        assert "index (16, 0)" in said, said  # 20 rows: blocks of 8 cover rows 0..15
