@@ -71,6 +71,17 @@ def test_a_changed_template_file_selects_that_template_only(kit):
     assert any(line.split()[:2] == ["ffi", "quick"] for line in lines), lines
 
 
+def test_a_file_another_template_links_to_selects_both(kit):
+    # A template may keep a file as a link to another template's (one copy):
+    # a change to it is a change of both.
+    (kit / "templates" / "export" / "linked.toml").symlink_to("../ffi/mutations.toml")
+    git(kit, "add", "-A")
+    set_version(kit, "100.0")
+    git(kit, "commit", "-qam", "release 100.0, with the link")
+    append(kit / "templates" / "ffi" / "mutations.toml")
+    assert sorted(select(kit).reasons) == ["export", "ffi"]
+
+
 def test_a_committed_change_counts_as_well_as_a_new_file(kit):
     append(kit / "templates" / "export" / "cookiecutter.json", "")
     (kit / "templates" / "internals" / "new_file.txt").write_text("new\n")

@@ -146,6 +146,15 @@ def shared_machinery(path: str) -> bool:
     return any(fnmatchcase(path, pattern) for pattern in SHARED_MACHINERY)
 
 
+def linked_files(root: Path, template: str) -> set[str]:
+    """The files outside templates/<template>/ that its symbolic links point to
+    (memory-and-sharding's hlo.py is custom-partitioning's): a change there is
+    a change of this template too, though git shows it under the other."""
+    folder = root / "templates" / template
+    links = (p for p in folder.rglob("*") if p.is_symlink())
+    return {p.resolve().relative_to(root.resolve()).as_posix() for p in links}
+
+
 def select(root: Path, templates: list[str], full: bool) -> Selection:
     """The rule. `templates`: every template's folder name."""
     if full:
@@ -173,7 +182,8 @@ def _select_since(root: Path, templates: list[str], commit: str, what: str) -> S
         return Selection("quick", since, dict.fromkeys(templates, why))
     reasons = {}
     for name in templates:
-        own = [p for p in changed if p.startswith(f"templates/{name}/")]
+        linked = linked_files(root, name)
+        own = [p for p in changed if p.startswith(f"templates/{name}/") or p in linked]
         if own:
             shown = ", ".join(p.removeprefix(f"templates/{name}/") for p in own[:3])
             reasons[name] = f"changed: {shown}" + ", ..." * (len(own) > 3)

@@ -22,18 +22,18 @@ EXAMPLE_ONLY = [
     "tests/test_multiprocess.py",
     "tests/multiprocess_worker.py",
 ]
-# Where the skeleton's three files go (each replaces the example's).
+# Where the skeleton's two files go (each replaces the example's; tests/op_spec.py
+# is one template for both).
 SKELETON = {
     "_skeleton/reference.py": "src/{{ cookiecutter.package_name }}/reference.py",
     "_skeleton/op.py": "src/{{ cookiecutter.package_name }}/{{ cookiecutter.op_name }}.py",
-    "_skeleton/op_spec.py": "tests/op_spec.py",
 }
 
 
 def keep_example(example):
-    """The example option: "none" moves the skeleton's reference, op and
-    declaration over the example's and deletes the example's own files;
-    otherwise the skeleton goes."""
+    """The example option: "none" moves the skeleton's reference and op over
+    the example's and deletes the example's own files; otherwise the skeleton
+    goes."""
     if example == "none":
         for path in EXAMPLE_ONLY:
             Path(path).unlink()

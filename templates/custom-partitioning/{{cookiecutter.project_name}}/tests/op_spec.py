@@ -11,11 +11,16 @@ raises and what to use instead.
 
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
 
+{% if cookiecutter.example == "none" -%}
+from compare import Ulps
+from conformance import Arg, {% if cookiecutter.sharded_axes == "batch" %}Collectives, {% endif %}OpSpec, Refuse
+{%- else -%}
 from conformance import Arg, Collectives, OpSpec, Refuse
 from oracle import GRADIENTS, VALUES, top_k_f64
 
 # k is static (it fixes the output shape): the cells call the op at one k.
 K = 3
+{%- endif %}
 
 # custom_partitioning has no autodiff rule, so the op is a custom_vjp: reverse
 # mode only (second order included: the forward op has a custom_jvp, the
@@ -26,7 +31,7 @@ FORWARD_MODE = Refuse(
     "refused: the op is a custom_vjp (custom_partitioning has no autodiff rule); use reverse mode",
 )
 
-{%- if cookiecutter.sharded_axes == "batch,items" %}
+{%- if cookiecutter.example != "none" and cookiecutter.sharded_axes == "batch,items" %}
 # Split along n: each shard's k candidates, values and indices, are gathered
 {%- if cookiecutter.normalize == "softmax" %}
 # (two all-gathers), and the normalization sums the whole row (two
@@ -40,6 +45,23 @@ CANDIDATES = {"all-gather": 2}
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
+{%- if cookiecutter.example == "none" %}
+    # TODO: your op and its reference (a lambda fixes any static argument).
+    op={{ cookiecutter.op_name }},
+    reference={{ cookiecutter.op_name }}_reference,
+    # TODO: None holds the op to the reference run in float64; or write an
+    # independent float64 NumPy oracle with the op's signature.
+    oracle=None,
+    # TODO: your arguments and outputs, each axis named; sizes for the cells.
+    args=(Arg("x", ("b", "n")),),
+    outputs=(("b", "n"),),
+    sizes={"b": 8, "n": 16},
+    # TODO: how many ulps your op may be from the oracle, and why. Here each
+    # value and each gradient entry is one rounded product (2 * x is exact):
+    # half an ulp, so 1.
+    tolerance=Ulps(1),
+    gradient_tolerance=Ulps(1),
+{%- else %}
     op=lambda x: {{ cookiecutter.op_name }}(x, K),
     reference=lambda x: {{ cookiecutter.op_name }}_reference(x, K),
     oracle=lambda x: top_k_f64(x, K),
@@ -49,6 +71,7 @@ SPEC = OpSpec(
     sizes={"b": 8, "n": 16, "k": K},
     tolerance=VALUES,
     gradient_tolerance=GRADIENTS,
+{%- endif %}
     batch_axes=("b",),
     shard_map_axes=("b",),
     symbolic_axis="b",
@@ -58,6 +81,18 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
     },
+{%- if cookiecutter.example == "none" and cookiecutter.sharded_axes == "batch" %}
+    # Counted on the cells' mesh of 4 devices: one all-gather in the forward
+    # program, two in the gradient's.
+    extra_collectives={
+        "jit-*-n": Collectives(
+            "the rule asks for whole rows (sharded_axes=batch): the items axis is"
+            " gathered, where the reference needs no collective",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 2},
+        ),
+    },
+{%- elif cookiecutter.example != "none" %}
     # Split along n, both programs (the gradient recomputes the forward)
     # gather; under explicit axes the reference's top_k there gathers the
     # whole row (JAX 0.12.1), or is refused (JAX 0.12.0 and older).
@@ -86,4 +121,5 @@ SPEC = OpSpec(
         ),
 {%- endif %}
     },
+{%- endif %}
 )

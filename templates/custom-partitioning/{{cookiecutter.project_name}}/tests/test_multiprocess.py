@@ -1,5 +1,6 @@
 """The path to many hosts: two processes on localhost, 4 CPU devices each,
-run the sharded op across all 8 with jax.distributed."""
+run tests/multiprocess_worker.py across all 8 with jax.distributed, and the
+worker holds the results to the oracle."""
 
 import errno
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from devices import free_port
+from devices import cpu_subprocess_env, free_port
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,7 +32,7 @@ def test_two_processes_agree_with_the_oracle():
     path = os.pathsep.join(filter(None, [src, str(HERE), os.environ.get("PYTHONPATH")]))
     # CPU devices only, as the workers expect: on a GPU runner both processes
     # would otherwise share its one GPU (each preallocating most of its memory).
-    env = dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu")
+    env = cpu_subprocess_env(PYTHONPATH=path)
     worker = str(HERE / "multiprocess_worker.py")
     procs = [
         subprocess.Popen(

@@ -73,14 +73,20 @@ def check_against_oracles(x_host, values, indices, k=K):
     assert_close(values, want_values, VALUES)
 
 
+def check_sharded_top_k(rng, mesh_shape, spec, ties=False):
+    """The op on an input placed with spec on a mesh of mesh_shape (normal
+    draws, or quantized_with_ties), against the oracles."""
+    mesh = make_mesh(mesh_shape)
+    with jax.set_mesh(mesh):
+        x_host, x = place(rng, mesh, spec, ties=ties)
+        values, indices = top_k_of(x, K)
+    check_against_oracles(x_host, values, indices)
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=str)
 @pytest.mark.parametrize("mesh_shape", MESH_SHAPES, ids=str)
 def test_values_and_indices_match_reference(rng, mesh_shape, spec):
-    mesh = make_mesh(mesh_shape)
-    with jax.set_mesh(mesh):
-        x_host, x = place(rng, mesh, spec)
-        values, indices = top_k_of(x, K)
-    check_against_oracles(x_host, values, indices)
+    check_sharded_top_k(rng, mesh_shape, spec)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=str)
@@ -89,11 +95,7 @@ def test_ties_go_to_the_lower_index_within_and_across_shards(rng, mesh_shape, sp
     # Normal draws never tie. Here every row's top k is a choice among equal
     # values, some split across item shards: a merge that takes candidates out
     # of shard order, or an unstable sort, returns other indices.
-    mesh = make_mesh(mesh_shape)
-    with jax.set_mesh(mesh):
-        x_host, x = place(rng, mesh, spec, ties=True)
-        values, indices = top_k_of(x, K)
-    check_against_oracles(x_host, values, indices)
+    check_sharded_top_k(rng, mesh_shape, spec, ties=True)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=str)

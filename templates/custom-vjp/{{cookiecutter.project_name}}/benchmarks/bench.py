@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import op_spec  # noqa: E402  (the declaration, beside the tests)
 import plot  # noqa: E402  (benchmarks/plot.py: imports matplotlib only to draw)
-from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 from conformance import cotangents_for, make_args  # noqa: E402
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 
 def value_and_grad(f):
@@ -157,7 +157,9 @@ def main():
         reference = value_and_grad(spec.reference).lower(*inputs).compile()
         b_custom, b_reference = peak_bytes(custom), peak_bytes(reference)
         if b_reference <= args.max_reference_gb * 1e9:
-            t_custom, t_reference = median_seconds([custom, reference], inputs, repeats, seconds=0.5)
+            t_custom, t_reference = median_seconds(
+                [custom, reference], inputs, repeats, seconds=0.5
+            )
             timing = f"{1e3 * t_reference:>13.2f} {t_reference / t_custom:>8.2f}x"
         else:
             (t_custom,) = median_seconds([custom], inputs, repeats, seconds=0.5)

@@ -2,17 +2,18 @@
 
 Each process owns 4 CPU devices; together they form one mesh of 8, and JAX's
 own runtime (gloo for CPU collectives) moves data between them, as it would
-between hosts. Process 0 saves the step's results, gathered, for the test to
-hold to the float64 oracle.
+between hosts. Process 0 holds the step's results, gathered, to the float64
+oracle (jax_enable_x64, as the tests enable it).
 """
 
 import sys
 
 import jax
 
-process_id, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+process_id, port = int(sys.argv[1]), sys.argv[2]
 jax.config.update("jax_num_cpu_devices", 4)
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.config.update("jax_enable_x64", True)
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id)
 
 import numpy as np  # noqa: E402
@@ -22,7 +23,9 @@ from jax.sharding import NamedSharding  # noqa: E402
 from {{ cookiecutter.package_name }} import make_mesh, train_step  # noqa: E402
 from {{ cookiecutter.package_name }}.sharded_step import BATCH_SPEC, SPECS  # noqa: E402
 
-from oracle import PROCESSES_PROBLEM, make_problem  # noqa: E402
+from compare import assert_close  # noqa: E402
+from op_spec import STEPS  # noqa: E402
+from oracle import PROCESSES_PROBLEM, make_problem, step_f64  # noqa: E402
 
 mesh = make_mesh()  # every device of both processes
 # A fixed seed: every process builds the same host arrays, and each places
@@ -43,6 +46,8 @@ with jax.set_mesh(mesh):
     ]
     got = train_step(*state, place(x, BATCH_SPEC), place(y, BATCH_SPEC))
 got = jax.tree.map(lambda a: multihost_utils.process_allgather(a, tiled=True), got)
-if process_id == 0:
-    np.savez(out, *[np.asarray(leaf) for leaf in jax.tree.leaves(got)])
+if process_id == 0:  # the oracle runs on the CPU device 0, which this process holds
+    want = jax.tree.leaves(step_f64(params, momentum, x, y))
+    for g, w in zip(jax.tree.leaves(got), want, strict=True):
+        assert_close(np.asarray(g), w, STEPS)
 print(f"process {process_id}: ok on {jax.device_count()} devices", flush=True)

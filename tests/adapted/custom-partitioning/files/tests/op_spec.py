@@ -1,6 +1,6 @@
-"""The declaration of the op's signature, from which tests/conformance.py
-builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py)."""
+"""The declaration of logsumexp, the op of this project: a row-wise
+reduction (b, n) -> (b,) whose backward is a custom_partitioning op too, so
+first order only."""
 
 import numpy as np
 

@@ -1,17 +1,6 @@
-"""The declaration of the op's signature, from which tests/conformance.py
-builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py); the other tests take
-the reference, the oracle and the tolerances from here too.
-
-The op is what users ship: the model exported, serialized, written to disk
-and loaded back, called through Artifact (its input checks included), with
-the weights baked in. Its reference is conv_tagger on the same weights.
-
-Adapting the starter to your own model: change this file and your model, not
-the conformance module. Name the inputs and their axes, the sizes the cells
-use, which axes are batch-like, and for each cell the artifact does not
-support, the error it raises and what to use instead.
-"""
+"""The declaration of the conv tagger's artifact, the op of this project:
+(x, mask) -> per-token classes (b, s, c), loaded from disk with the weights
+baked in, against conv_tagger on the same weights."""
 
 import tempfile
 from functools import partial

@@ -1,23 +1,6 @@
-"""The declaration of the op's signature, from which tests/conformance.py
-builds every transformation x sharding x platform cell (tests/test_conformance.py)
-and the README's support table (tests/support_table.py); and the op's
-tolerances, which every test uses.
-
-The op is `loss`, the function users differentiate, vmap, scan and export;
-`train_step` is only jit(value_and_grad(loss)) and an update. It runs here
-with one residual block, its weights as arguments, on a mesh with Auto axes
-passed as `mesh=`: that makes it a plain function of arrays, which the cells
-can call with no `jax.set_mesh` and on inputs placed anyhow. Inside, the
-block still gathers its weights in a shard_map and remats as configured. The
-loss is a scalar over the whole batch, so no axis is batch-like and none can
-be split by an outer shard_map (the loss is one).
-
-Adapting the starter to your own block: change this file, the block
-(mlp_block.py) and its reference (reference.py), not the
-conformance module. Name the block's weights and their axes (as in WEIGHTS),
-the sizes the cells use, and for each cell the op does not support, the
-error it raises and what to use instead.
-"""
+"""The declaration of a SwiGLU block's loss, the op of this project: one
+residual block of three weights (gate, up, down) on a mesh with Auto axes
+passed as `mesh=`, so a plain function of arrays for the cells."""
 
 from jax.sharding import AxisType
 
