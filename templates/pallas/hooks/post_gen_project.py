@@ -1,6 +1,7 @@
-"""Keep only the chosen backend: its kernel as src/<package>/kernel.py and its
-test helpers as tests/target.py; the chosen accelerator workflow, if any; and
-the worked example or the skeleton (see keep_example)."""
+"""Keep only the chosen backend: its helpers as src/<package>/backend.py, its
+kernel as src/<package>/kernel.py and its test helpers as tests/target.py; the
+chosen accelerator workflow, if any; and the worked example or the skeleton
+(see keep_example)."""
 
 import runpy
 import shutil
@@ -36,16 +37,18 @@ SKELETON = {
 
 
 def keep_backend(backend, example):
-    """The backend option: its kernel (the example's, or the skeleton's) as
-    kernel.py and its test helpers as tests/target.py; the plot measured on a
-    TPU only with the TPU kernel."""
+    """The backend option: its helpers as backend.py (which the example's
+    kernel and the skeleton's share), its kernel (the example's, or the
+    skeleton's) as kernel.py and its test helpers as tests/target.py; the plot
+    measured on a TPU only with the TPU kernel."""
     if backend != "tpu" and example != "none":
         Path("docs/benchmark-tpu.svg").unlink()
     kernels = Path("_kernels") if example != "none" else Path("_skeleton/kernels")
+    (Path("_backends") / f"{backend}.py").replace(PACKAGE / "backend.py")
     (kernels / f"{backend}.py").replace(PACKAGE / "kernel.py")
     (Path("_targets") / f"{backend}.py").replace(Path("tests/target.py"))
-    shutil.rmtree("_kernels")
-    shutil.rmtree("_targets")
+    for chosen_from in ("_backends", "_kernels", "_targets"):
+        shutil.rmtree(chosen_from)
 
 
 def keep_example(example):

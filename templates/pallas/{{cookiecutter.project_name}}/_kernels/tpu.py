@@ -14,19 +14,16 @@ and must run in order ("arbitrary").
 """
 
 import functools
-from collections.abc import Callable
-from typing import Final, Literal, TypeAlias, TypeVar, overload
+from typing import Final, Literal, TypeAlias, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from jax.export import default_export_platform
-from jax.sharding import ManualAxisType
 
-BACKEND = "tpu"
-# The platform the kernel runs natively on, as jax.export names platforms.
-PLATFORM = "tpu"
+from .backend import Interpret, check_block, interpreter_for, native_or_interpreted
+from .composition import vary_alike
+
 # Blocks valid on every TPU and within any TPU's VMEM: what a call gets where no
 # block table has an entry and the chip is unknown (lowered for "tpu" from a host
 # without one, and no device described with jax.sharding.use_abstract_mesh).
@@ -78,8 +75,6 @@ DIMENSION_SEMANTICS: Final = ("parallel", "parallel", "arbitrary")
 MATMUL_PRECISION: Final = {jnp.dtype(jnp.float32): jax.lax.Precision.HIGHEST}
 
 Activation: TypeAlias = Literal["gelu"] | None
-# None: native on a TPU, interpreted elsewhere; True/False; or the interpreter's settings.
-Interpret: TypeAlias = bool | pltpu.InterpretParams | None
 
 
 def vmem_capacity() -> int | None:
@@ -126,18 +121,6 @@ def default_blocks(m: object, k: object, n: object, itemsize: int) -> dict[str, 
         if vmem_bytes(*clamped, itemsize, (itemsize, 4)) <= capacity // 4:
             return {"block_m": bm, "block_n": bn, "block_k": bk}
     return DEFAULT_BLOCKS
-
-
-def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
-    """Mosaic TPU tiles memory as (8, 128): each block's last two dimensions
-    must be divisible by 8 and 128 respectively, or span the whole array."""
-    tail = zip(block[-2:], array_shape[-2:], (8, 128), strict=True)
-    for axis, (size, full, unit) in enumerate(tail):
-        if size != full and size % unit:
-            raise ValueError(
-                f"block {block} of {name} {tuple(array_shape)} is invalid on TPU: dimension "
-                f"{axis - 2} must be a multiple of {unit} or equal {full}, got {size}"
-            )
 
 
 @overload
@@ -260,76 +243,6 @@ def matmul(
     else:
         outputs = call(interpret=interpret)(*operands)
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
-
-
-def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
-    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
-    they vary over (check_vma): those of the operands together, as each output
-    tile depends on all of them. Operands that vary over fewer are cast up
-    (pcast), whose transpose sums their cotangents over the added axes."""
-    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
-    operands = [
-        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
-        for x in operands
-    ]
-    return operands, jax.typeof(operands[0]).manual_axis_type
-
-
-def interpreted(interpret: Interpret) -> bool:
-    """Whether a call with this interpret argument runs in Pallas's
-    interpreter: as asked, and for None where this host lacks a TPU
-    (native_or_interpreted chooses per lowering platform, but only the
-    host's programs run here)."""
-    return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
-
-
-def interpreter_for(varying: ManualAxisType) -> bool | pltpu.InterpretParams:
-    """The interpreter for operands of this type. Inside jax.shard_map with
-    check_vma=True (operands that vary over mesh axes), Pallas's TPU
-    interpreter (pltpu.InterpretParams), which keeps their varying axes: the
-    generic one (interpret=True, JAX 0.12's pallas_call_hlo_interpret) replays
-    the kernel body, traced without them, on varying blocks, and JAX's check
-    of varying axes fails ("Primitive add requires varying manual axes to
-    match"). Elsewhere the generic one: the TPU interpreter cannot run
-    a vmapped kernel (its lowering fails on the grid axis vmap adds), and its
-    host callbacks are effects, which vmap of lax.platform_dependent refuses.
-    Both run the same kernel body."""
-    return pltpu.InterpretParams() if varying.varying else True
-
-
-T = TypeVar("T")
-
-
-def native_or_interpreted(
-    native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
-) -> T:
-    """native(*operands) where the program is lowered for TPU, interpreted(*operands)
-    for any other platform: chosen per lowering platform by lax.platform_dependent,
-    so that a program exported for TPU from a CPU host holds the kernel itself (the
-    host's jax.default_backend() would have chosen the interpreter).
-
-    Called eagerly on arrays, by the devices they are on: lax.platform_dependent
-    evaluated eagerly asks the default device (JAX 0.10 to 0.12), so on a TPU
-    host it gave arrays on a CPU device the native kernel, which the CPU
-    cannot run ("Only interpret mode is supported on CPU backend")."""
-    platform = placed_on(*operands)
-    if platform is not None:
-        return (native if platform == PLATFORM else interpreted)(*operands)
-    result: T = jax.lax.platform_dependent(*operands, tpu=native, default=interpreted)
-    return result
-
-
-def placed_on(*operands: jax.Array) -> str | None:
-    """The platform of the devices these arrays are on, where they are
-    concrete (an eager call); None while they are traced (jit, vmap, grad),
-    where the program's lowering platform decides. Under eager vmap or grad
-    of arrays on a CPU device, lax.platform_dependent still asks the default
-    device: there, trace under jax.default_device(the CPU device) or pass
-    interpret=True."""
-    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in operands):
-        return None
-    platforms = {device.platform for x in operands for device in x.devices()}
-    return platforms.pop() if len(platforms) == 1 else None
 
 
 def _kernel(

@@ -16,20 +16,16 @@ masked stores.
 """
 
 import functools
-from collections.abc import Callable
-from typing import Any, Literal, TypeAlias, TypeVar, overload
+from typing import Literal, TypeAlias, overload
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
-from jax.export import default_export_platform
-from jax.sharding import ManualAxisType
 
-BACKEND = "triton"
-# The platform the kernel runs natively on, as jax.export names platforms
-# (JAX's device.platform says "gpu").
-PLATFORM = "cuda"
+from .backend import Interpret, Ref, interpreted, native_or_interpreted, refuse_varying
+from .composition import vary_alike
+
 DEFAULT_BLOCKS = {"block_m": 64, "block_n": 64, "block_k": 32}
 # What the tuner (python -m <package>.tune) tries: (block_m, block_n, block_k).
 TUNING_CANDIDATES = [
@@ -52,12 +48,6 @@ def default_blocks(m: object, k: object, n: object, itemsize: int) -> dict[str, 
 COMPILER_PARAMS = plt.CompilerParams(num_warps=4, num_stages=3)
 
 Activation: TypeAlias = Literal["gelu"] | None
-# None: native on a GPU, interpreted elsewhere; or True/False.
-Interpret: TypeAlias = bool | None
-# A kernel's reference to an array in global memory. Pallas declares its
-# functions with JAX-internal ref types (jax._src.state), which code outside
-# JAX cannot name, so this is Any.
-Ref: TypeAlias = Any
 
 
 def check_block(name: str, block: tuple[int, ...], array_shape: tuple[int, ...]) -> None:
@@ -137,7 +127,7 @@ def matmul(
     operands = [a, b] if bias is None else [a, b, bias]
     operands, varying = vary_alike(operands)
     if varying.varying and interpreted(interpret):
-        _refuse_varying(varying.varying)
+        refuse_varying(varying.varying)
     out_shape = [jax.ShapeDtypeStruct((m, n), a.dtype, manual_axis_type=varying)]
     if return_preactivation:
         out_shape.append(jax.ShapeDtypeStruct((m, n), jnp.float32, manual_axis_type=varying))
@@ -167,71 +157,6 @@ def matmul(
     else:
         outputs = call(interpret=interpret)(*operands)
     return (outputs[0], outputs[1]) if return_preactivation else outputs[0]
-
-
-def vary_alike(operands: list[jax.Array]) -> tuple[list[jax.Array], ManualAxisType]:
-    """Inside jax.shard_map, pallas_call's result types must name the mesh axes
-    they vary over (check_vma): those of the operands together, as each output
-    tile depends on all of them. Operands that vary over fewer are cast up
-    (pcast), whose transpose sums their cotangents over the added axes."""
-    axes = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
-    operands = [
-        jax.lax.pcast(x, tuple(sorted(axes - jax.typeof(x).manual_axis_type.varying)), to="varying")
-        for x in operands
-    ]
-    return operands, jax.typeof(operands[0]).manual_axis_type
-
-
-def interpreted(interpret: Interpret) -> bool:
-    """Whether a call with this interpret argument runs in Pallas's
-    interpreter: as asked, and for None where this host lacks a GPU
-    (native_or_interpreted chooses per lowering platform, but only the
-    host's programs run here)."""
-    return default_export_platform() != PLATFORM if interpret is None else bool(interpret)
-
-
-def _refuse_varying(axes: frozenset[str]) -> None:
-    """Pallas's generic interpreter (JAX 0.12's pallas_call_hlo_interpret, the
-    only one for this backend) cannot run a kernel whose operands vary over
-    mesh axes (inside jax.shard_map with check_vma=True): it replays the kernel
-    body, traced without varying axes, on varying blocks, and JAX's check of
-    varying axes fails deep inside the lowering (here, the k loop's scan:
-    "mismatched varying manual axes"). Say so, with the fix, before that."""
-    raise NotImplementedError(
-        f"the kernel: the operands vary over the mesh axes {sorted(axes)} (jax.shard_map "
-        "with check_vma=True), which Pallas's generic interpreter (JAX 0.12) cannot run: pass "
-        "check_vma=False to jax.shard_map; compiled on a GPU the kernel runs as is"
-    )
-
-
-T = TypeVar("T")
-
-
-def native_or_interpreted(
-    native: Callable[..., T], interpreted: Callable[..., T], *operands: jax.Array
-) -> T:
-    """native(*operands) where the program is lowered for GPU, interpreted(*operands)
-    for any other platform: chosen per lowering platform by lax.platform_dependent,
-    so that a program exported for GPU from a CPU host holds the kernel itself (the
-    host's jax.default_backend() would have chosen the interpreter)."""
-    # Eagerly, by the devices the arrays are on: lax.platform_dependent
-    # evaluated eagerly asks the default device (JAX 0.10 to 0.12), which gave
-    # arrays on a CPU device the native kernel on a host with the accelerator.
-    platform = placed_on(*operands)
-    if platform is not None:
-        return (native if platform == "gpu" else interpreted)(*operands)
-    result: T = jax.lax.platform_dependent(*operands, cuda=native, default=interpreted)
-    return result
-
-
-def placed_on(*operands: jax.Array) -> str | None:
-    """The platform of the devices these arrays are on, where they are
-    concrete (an eager call); None while they are traced (jit, vmap, grad),
-    where the program's lowering platform decides."""
-    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in operands):
-        return None
-    platforms = {device.platform for x in operands for device in x.devices()}
-    return platforms.pop() if len(platforms) == 1 else None
 
 
 def _kernel(

@@ -7,6 +7,11 @@ import jax
 from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.sharding import AbstractDevice, AbstractMesh, AxisType
 
+from {{ cookiecutter.package_name }} import backend
+
+from conformance import Refuse
+from devices import mesh_devices
+
 NAME = "Hopper (sm_90a) GPU"
 # Strict interpretation: a data race raises (for instance a TMA store reading
 # SMEM that the threads wrote without plgpu.commit_smem), memory the kernel did
@@ -99,6 +104,14 @@ def export_context():
     )
 
 
+# Where the conformance cells lower the op ("kernel") from this host
+# (OpSpec.platforms): nowhere. It is interpreted here (the choice is the
+# host's, as lax.platform_dependent cannot hold the interpreter's ordered
+# callbacks on JAX 0.12), and those callbacks cannot be serialized. (The op's
+# default, "auto", is chosen per lowering platform: exported for cuda from
+# this host it holds mosaic_gpu_v2, which tests/test_composed.py checks.)
+PLATFORMS = {}
+
 # One artifact for the CPU and the GPU (platforms=("cpu", "cuda")) fails on
 # JAX 0.11 to 0.12.0: plgpu.kernel (an mpmd_map) has no multi-platform
 # lowering, and lax.platform_dependent lowers each branch it keeps for every
@@ -121,3 +134,55 @@ INTERPRETS_SHARDED = False
 # cannot handle, so the partitioned op refuses it. The native kernel has
 # no such effect; check it on a GPU runner.
 PARTITIONS_INTERPRETED = (NotImplementedError, "custom_partitioning cannot hold")
+
+# The conformance cells this backend refuses whatever the op (tests/op_spec.py
+# adds them after the op's own refusals, so its refusal of a cell comes first).
+#
+# The interpreter refuses to run per shard on several devices (a GPU runs it):
+# in jax.shard_map, under an Explicit mesh, and vmapped over a batch split
+# over one. And custom_partitioning cannot hold the interpreter's ordered
+# io_callbacks.
+SEVERAL_DEVICES = Refuse(
+    NotImplementedError,
+    r"the kernel: per shard on several devices",
+    "interpreted: one device only",
+)
+PARTITIONED = Refuse(
+    NotImplementedError,
+    r"{{ cookiecutter.op_name }}: custom_partitioning cannot hold",
+    "interpreted: call {{ cookiecutter.op_name }}",
+)
+# The same io_callbacks are effects, which jax.checkpoint cannot differentiate.
+CHECKPOINT_EFFECTS = Refuse(
+    NotImplementedError,
+    r"Effects not supported in AD of .checkpoint./.remat.",
+    "interpreted: host callbacks",
+)
+# Mosaic GPU cannot lower a symbolic grid (jax-ml/jax#24960): export with
+# concrete shapes.
+SYMBOLIC = Refuse(
+    NotImplementedError,
+    r"the kernel: symbolic sizes",
+    "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
+)
+# Those refusals are the interpreter's, so they apply where the cells run it:
+# the kernel is interpreted off a GPU (backend.device_platform). The unsharded
+# cells run on the default device; the sharded ones on tests/conftest.py's
+# mesh devices, simulated CPU devices where there are too few GPUs.
+INTERPRETS = not backend.runs_natively()
+SHARDS_INTERPRETED = mesh_devices(4)[0].platform != "gpu"
+INTERPRETED_SHARDED = {
+    # Listed before "shard-map-*" (the first glob that matches wins): "y" stays
+    # automatic there, so the cell runs the custom_partitioning entry point.
+    "shard-map-partial-*": PARTITIONED,
+    "shard-map-*": SEVERAL_DEVICES,
+    "vmap-sharded-new-axis": SEVERAL_DEVICES,
+    "jit-explicit-*": SEVERAL_DEVICES,
+    "grad-grad-explicit-*": SEVERAL_DEVICES,
+    "jit-auto-*": PARTITIONED,
+}
+BACKEND_REFUSALS = {
+    "export-symbolic": SYMBOLIC,
+    **(INTERPRETED_SHARDED if SHARDS_INTERPRETED else {}),
+    **({"checkpoint": CHECKPOINT_EFFECTS} if INTERPRETS else {}),
+}

@@ -118,6 +118,11 @@ def export_context():
     )
 
 
+# Where the conformance cells lower the op ("kernel") from this host
+# (OpSpec.platforms), and what the program holds there: lowered for a TPU,
+# the Mosaic kernel.
+PLATFORMS = {"cpu": "", "tpu": KERNEL_CALL}
+
 # One artifact for the CPU and the kernel's platform (platforms=("cpu", ...))
 # fails on JAX 0.10 to 0.12.0: lax.platform_dependent keeps only the branches
 # for the lowering platforms, but lowers each kept branch for all of them, so
@@ -134,3 +139,8 @@ MULTI_PLATFORM_ERROR = (
 INTERPRETS_SHARDED = True
 # ...and custom_partitioning compiles it.
 PARTITIONS_INTERPRETED = True
+
+# The conformance cells this backend refuses whatever the op (tests/op_spec.py
+# adds them after the op's own refusals): none. Pallas's TPU interpreter runs
+# them all, and the kernel lowers symbolic sizes.
+BACKEND_REFUSALS = {}

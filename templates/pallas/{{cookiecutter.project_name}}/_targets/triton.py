@@ -4,6 +4,8 @@ import jax
 from jax import export
 from jax.sharding import AbstractDevice, AbstractMesh, AxisType
 
+from conformance import Refuse
+
 NAME = "gpu"
 # Triton kernels have only the plain interpreter: no race detector, no
 # poisoned memory. Masked loads and stores are what keep edges correct.
@@ -56,6 +58,11 @@ def export_context():
     return jax.sharding.use_abstract_mesh(_MESH)
 
 
+# Where the conformance cells lower the op ("kernel") from this host
+# (OpSpec.platforms): Triton lowers only under an abstract GPU device
+# (export_context), which the generic cells do not set up.
+PLATFORMS = {"cpu": ""}
+
 # One artifact for the CPU and the kernel's platform (platforms=("cpu", ...))
 # fails on JAX 0.10 to 0.12.0: lax.platform_dependent keeps only the branches
 # for the lowering platforms, but lowers each kept branch for all of them, so
@@ -72,3 +79,27 @@ MULTI_PLATFORM_ERROR = (
 INTERPRETS_SHARDED = True
 # ...and custom_partitioning compiles it.
 PARTITIONS_INTERPRETED = True
+
+# The conformance cells this backend refuses whatever the op (tests/op_spec.py
+# adds them after the op's own refusals).
+#
+# Inside jax.shard_map with check_vma=True (the default) the kernel's types are
+# right (composition.vary_alike), but Pallas's generic interpreter (JAX 0.12's
+# pallas_call_hlo_interpret, the only one for this backend) replays the kernel
+# body, traced without varying axes, on varying blocks, and fails JAX's check
+# of varying axes (a k loop's carry fails scan's, say). The interpreted kernel
+# refuses such operands up front; compiled on a GPU it runs. (The TPU backend
+# runs these cells in Pallas's TPU interpreter instead.)
+INTERPRETER_VMA = Refuse(
+    NotImplementedError,
+    r"the kernel: the operands vary over the mesh axes .* pass check_vma=False",
+    "interpreted: check_vma=False only",
+)
+# Pallas on GPUs cannot size a kernel's grid or blocks symbolically
+# (jax-ml/jax#24960): export with concrete shapes.
+SYMBOLIC = Refuse(
+    NotImplementedError,
+    r"the kernel: symbolic sizes",
+    "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
+)
+BACKEND_REFUSALS = {"export-symbolic": SYMBOLIC, "shard-map-*": INTERPRETER_VMA}

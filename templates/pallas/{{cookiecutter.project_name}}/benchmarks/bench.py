@@ -23,9 +23,7 @@ matplotlib (the `bench` extra) and draws with benchmarks/plot.py.
 import argparse
 import dataclasses
 import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -33,22 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 
 import {{ cookiecutter.package_name }} as package
-from {{ cookiecutter.package_name }} import kernel
+from {{ cookiecutter.package_name }} import backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import op_spec  # noqa: E402  (the declaration, beside the tests)
 import plot  # noqa: E402  (benchmarks/plot.py: drawing needs matplotlib, only with --plot)
 from conformance import make_args  # noqa: E402
-
-
-def median_seconds(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up: compile and first run
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 
 def outputs_of(result):
@@ -91,7 +80,7 @@ def main():
     else:
         sizes = getattr(op_spec, "BENCH_SIZES_INTERPRETED", [dict(spec.sizes)])
         print(
-            f"{device.platform}: measuring INTERPRET mode ({kernel.BACKEND} kernel on the CPU):"
+            f"{device.platform}: measuring INTERPRET mode ({backend.BACKEND} kernel on the CPU):"
             " correctness and interpreter time only, not hardware speed"
         )
     sizes = sizes[:1] if args.quick else sizes
@@ -99,7 +88,7 @@ def main():
     peak = plot.peak(device)  # (FLOP/s, bytes/s), or None: a CPU, or a chip not in plot.PEAKS
     flops_of = getattr(op_spec, "bench_flops", None)
     dtype = "bfloat16" if native else "float32"
-    print(f"jax {jax.__version__}, {device.device_kind}, {kernel.BACKEND} backend, {dtype}")
+    print(f"jax {jax.__version__}, {device.device_kind}, {backend.BACKEND} backend, {dtype}")
 
     pallas = jax.jit(spec.op)
     xla = jax.jit(spec.reference)
@@ -120,11 +109,11 @@ def main():
             float(jnp.max(jnp.abs(g.astype(jnp.float32) - w.astype(jnp.float32))))
             for g, w in zip(got, want, strict=True)
         )
-        t_pallas = median_seconds(pallas, inputs, repeats)
+        (t_pallas,) = median_seconds([pallas], inputs, repeats)
         label = ", ".join(f"{axis}={n}" for axis, n in size.items())
         line = f"{label}: pallas {1e3 * t_pallas:9.3f} ms, max |error| {error:.2e}"
         moved = bytes_moved(inputs, want)
-        t_xla = median_seconds(xla, inputs, repeats) if (native or args.plot) else None
+        t_xla = median_seconds([xla], inputs, repeats)[0] if (native or args.plot) else None
         if native:
             line += f", XLA {1e3 * t_xla:9.3f} ms, pallas/XLA time {t_pallas / t_xla:5.2f}x"
             if peak and flops_of is not None:
@@ -141,8 +130,8 @@ def main():
                 column.append(value)
         if grads and (native or args.plot):
             _, gradients = pallas_grad(*inputs)
-            t_pallas = median_seconds(pallas_grad, inputs, repeats)
-            t_xla = median_seconds(xla_grad, inputs, repeats)
+            (t_pallas,) = median_seconds([pallas_grad], inputs, repeats)
+            (t_xla,) = median_seconds([xla_grad], inputs, repeats)
             # The forward's traffic, then the backward's: read the output
             # cotangents (and the inputs again), write the gradients.
             moved = 2 * moved + bytes_moved(gradients, ())
@@ -177,11 +166,11 @@ def draw(path, drawn, native, quick):
         megabytes = [b / 1e6 for b in moved]
         panels.append(
             plot.Panel(
-                title=f"{name}: {kernel.BACKEND} Pallas kernel{where} vs XLA",
+                title=f"{name}: {backend.BACKEND} Pallas kernel{where} vs XLA",
                 xlabel=XLABELS[name],
                 ylabel="median time (ms)",
                 series={
-                    f"Pallas ({kernel.BACKEND}{', interpret mode' if not native else ''})": (
+                    f"Pallas ({backend.BACKEND}{', interpret mode' if not native else ''})": (
                         megabytes,
                         [1e3 * t for t in t_pallas],
                     ),

@@ -16,7 +16,7 @@ from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel
+from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, backend, block_table, kernel
 
 # isort: split
 from {{ cookiecutter.package_name }} import (
@@ -38,13 +38,18 @@ def operands(rng, shape, dtype=jnp.float32):
     return a, b, bias
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """The keyword arguments of each kernel.matmul call, recorded."""
+def record_kernel_calls(monkeypatch):
+    """The keyword arguments of each kernel.matmul call from now on, recorded
+    in the list this returns."""
     calls = []
     real = kernel.matmul
     monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
     return calls
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    return record_kernel_calls(monkeypatch)
 
 
 def runs_kernel(calls, fn, *args):
@@ -67,13 +72,13 @@ def kernels_platform_host(monkeypatch):
     the arrays': on a TPU host, arrays on a CPU device got the native kernel,
     "Only interpret mode is supported on CPU backend"). Traced, it is JAX's
     own, which chooses per lowering platform."""
-    monkeypatch.setattr(kernel, "default_export_platform", lambda: kernel.PLATFORM)
+    monkeypatch.setattr(backend, "default_export_platform", lambda: backend.PLATFORM)
     platform_dependent = jax.lax.platform_dependent
 
     def as_on_that_host(*args, default=None, **branches):
         if any(isinstance(x, jax.core.Tracer) for x in args):
             return platform_dependent(*args, default=default, **branches)
-        return branches.get(kernel.PLATFORM, default)(*args)
+        return branches.get(backend.PLATFORM, default)(*args)
 
     monkeypatch.setattr(jax.lax, "platform_dependent", as_on_that_host)
 
@@ -173,21 +178,21 @@ def test_the_kernel_on_cpu_devices_is_interpreted_whatever_the_host(rng, kernels
 
 
 def test_the_platform_is_the_operands_on_a_gpu_host(rng, monkeypatch):
-    """kernel.device_platform on a host whose default platform is the GPU,
+    """backend.device_platform on a host whose default platform is the GPU,
     for arrays committed to a CPU device: what their devices, their mesh or
     jax.default_device say, not the host. Under jax.jit of arrays on one
     device, which jit traces once wherever they are, the default device's
     (device_platform's docstring says what to do there)."""
-    monkeypatch.setattr(kernel, "default_export_platform", lambda: "cuda")
+    monkeypatch.setattr(backend, "default_export_platform", lambda: "cuda")
     cpu = jax.devices("cpu")[0]
     args = jax.device_put(operands(rng, (8, 128, 128)), cpu)
 
     def under_jit(*arrays):
         seen = []
-        jax.jit(lambda *x: seen.append(kernel.device_platform(*x)))(*arrays)
+        jax.jit(lambda *x: seen.append(backend.device_platform(*x)))(*arrays)
         return seen[0]
 
-    assert kernel.device_platform(*args) == "cpu"  # eagerly: their devices
+    assert backend.device_platform(*args) == "cpu"  # eagerly: their devices
     assert under_jit(*put(mesh(AxisType.Auto, (1, 1)), args, SUPPORTED)) == "cpu"  # their mesh
     with jax.default_device(cpu):
         assert under_jit(*args) == "cpu"

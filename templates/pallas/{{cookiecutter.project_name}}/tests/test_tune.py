@@ -6,46 +6,22 @@ import json
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import export
 
-from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, block_table, kernel, tune
+from {{ cookiecutter.package_name }} import IMPLEMENTATION_ENV, backend, block_table, kernel, tune
 
 # isort: split
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}
 
 import target
+from test_composed import operands, record_kernel_calls, runs_kernel
 
 # As in tests/test_composed.py: small, yet large enough that each target's
 # BAD_BLOCKS stay invalid after clamping to the arrays.
 SHAPE = (128, 256, 64)
 REFUSED = [{**kernel.DEFAULT_BLOCKS, **target.BAD_BLOCKS}[key] for key in block_table.KEYS]
-
-
-def operands(rng, shape, dtype=jnp.float32):
-    m, k, n = shape
-    a = jnp.asarray(rng.standard_normal((m, k)) / k**0.5, dtype)
-    b = jnp.asarray(rng.standard_normal((k, n)), dtype)
-    bias = jnp.asarray(rng.standard_normal(n), dtype)
-    return a, b, bias
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """The keyword arguments of each kernel.matmul call, recorded."""
-    calls = []
-    real = kernel.matmul
-    monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
-    return calls
-
-
-def runs_kernel(calls, fn, *args):
-    """Whether tracing fn calls the kernel (with a fresh function each time)."""
-    calls.clear()
-    jax.eval_shape(lambda *x: fn(*x), *args)
-    return bool(calls)
 
 
 def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, monkeypatch, capsys):
@@ -70,7 +46,7 @@ def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, mon
     out = capsys.readouterr().out
     # Off the kernel's platform the tuner says its timings are meaningless; on
     # it, it does not.
-    native = export.default_export_platform() == kernel.PLATFORM
+    native = export.default_export_platform() == backend.PLATFORM
     assert ("mean nothing" in out) != native
     assert f"blocks {default}: wrong answer" in out
     entries = json.loads(table.read_text())[block_table.device_kind()]["float32"]
@@ -84,8 +60,7 @@ def test_tuner_rejects_a_wrong_candidate_and_the_op_uses_its_table(tmp_path, mon
     assert measured["interpreted"] == (not native)
 
     monkeypatch.setenv(block_table.BLOCK_TABLE_ENV, str(table))
-    calls = []
-    monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    calls = record_kernel_calls(monkeypatch)
 
     def blocks_used(shape):
         args = operands(np.random.default_rng(0), shape)
@@ -111,13 +86,12 @@ def test_the_tuner_refuses_an_empty_shape_clearly(tmp_path, capsys, argv):
     assert not (tmp_path / "blocks.json").exists()
 
 
-def test_tuner_times_the_kernel_whatever_the_environment_says(
-    tmp_path, monkeypatch, capsys, kernel_calls
-):
+def test_tuner_times_the_kernel_whatever_the_environment_says(tmp_path, monkeypatch, capsys):
     """IMPLEMENTATION_ENV=reference does not reach the tuner: it checks and
     times the kernel, so blocks the kernel refuses are refused, not timed on
     the reference and written to the table."""
     monkeypatch.setenv(IMPLEMENTATION_ENV, "reference")
+    kernel_calls = record_kernel_calls(monkeypatch)
     default = tuple(kernel.DEFAULT_BLOCKS.values())
     table = tmp_path / "blocks.json"
     (m, k, n), spec = SHAPE, [",".join(map(str, c)) for c in (REFUSED, default)]

@@ -5,7 +5,7 @@ table (see tune.py). {{ cookiecutter.op_name }} reads tables when it is traced (
 up before the first jit call), for the block sizes the caller did not give,
 under the kind of device the kernel will run on, which is not always this
 host's: the native kernel's entries are those of the kernel's platform's
-device (target_device_kind(kernel.PLATFORM)). Traced on a host without that device,
+device (target_device_kind(backend.PLATFORM)). Traced on a host without that device,
 to export for it, the program gets the entries of the device described with
 jax.sharding.use_abstract_mesh (an AbstractMesh whose abstract_device names
 the device kind and platform), and without one kernel.DEFAULT_BLOCKS, valid

@@ -40,18 +40,16 @@ from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
-from . import kernel
+from . import backend, composition
 from .reference import {{ cookiecutter.op_name }}_reference
 
 # isort: split
 from .{{ cookiecutter.op_name }} import (
+    IMPLEMENTATION_ENV,
     SHARDING_RULE,
     WHOLE_AXES,
-    Implementation,
     check_operands,
     kernel_only,
-    placed_on_kernels_platform,
-    resolve_implementation,
 )
 
 # What custom_partitioning passes a partition callback: abstract arrays with
@@ -65,40 +63,35 @@ run_kernel: Callable[..., jax.Array] = kernel_only
 
 def {{ cookiecutter.op_name }}_partitioned(
     *operands: ArrayLike,
-    implementation: Implementation = "auto",
-    interpret: kernel.Interpret = None,
+    implementation: composition.Implementation = "auto",
+    interpret: backend.Interpret = None,
     **blocks: int | None,
 ) -> jax.Array:
     """{{ cookiecutter.op_name }}, kept local to each shard under a jit with Auto shardings.
     Same arguments; block sizes apply to each device's blocks."""
     arrays = tuple(jnp.asarray(x) for x in operands)
     check_operands(*arrays)
-    choice = resolve_implementation(implementation)
-    reference = {{ cookiecutter.op_name }}_reference
-    if choice == "reference":
-        return reference(*arrays)  # XLA partitions plain JAX itself
-    run = partial(_partitioned_kernel, blocks=blocks, interpret=interpret)
-    if choice == "kernel":
-        return run(*arrays)
-    # "auto": per lowering platform, as in {{ cookiecutter.op_name }}.
-    native = partial(run, interpret=False if interpret is None else interpret)
-    branches = {kernel.PLATFORM: native}
-    placed = placed_on_kernels_platform(*arrays)
-    if placed is not None:  # eagerly: by the devices the arrays are on
-        return (native if placed else reference)(*arrays)
-    result: jax.Array = jax.lax.platform_dependent(*arrays, **branches, default=reference)
-    return result
+    run = partial(_partitioned_kernel, blocks=blocks)
+    return composition.implement(
+        implementation,
+        IMPLEMENTATION_ENV,
+        backend.PLATFORM,
+        run,
+        {{ cookiecutter.op_name }}_reference,  # XLA partitions plain JAX itself
+        *arrays,
+        interpret=interpret,
+    )
 
 
 def _partitioned_kernel(
-    *operands: jax.Array, blocks: dict[str, int | None], interpret: kernel.Interpret
+    *operands: jax.Array, blocks: dict[str, int | None], interpret: backend.Interpret
 ) -> jax.Array:
-    if _explicitly_sharded(*operands):
+    if composition.explicitly_sharded(*operands):
         # custom_partitioning cannot run on Explicit mesh axes; the kernel
         # runs per shard there (through shard_map).
         return run_kernel(*operands, **blocks, interpret=interpret)
 {%- if cookiecutter.backend == "mosaic_gpu" %}
-    if kernel.interpreted(interpret, *operands):
+    if backend.interpreted(interpret, *operands):
         # The GPU interpreter works through ordered io_callbacks, an effect
         # the partitioner's callback cannot hold (it fails inside XLA). Asked
         # of the operands (their mesh's devices), not of this host: a host
@@ -137,13 +130,13 @@ def _partition(
         for factor, entry in zip(factors, spec, strict=False):
             if factor in assigned:
                 continue  # the first operand that names a factor shards it
-            if factor in WHOLE_AXES or set(_mesh_axes(entry)) & used:
+            if factor in WHOLE_AXES or set(composition.mesh_axes(entry)) & used:
                 # Whole on each device; or on a mesh axis an earlier factor
                 # took (a's rows and b's columns on a 1-D mesh): a spec
                 # cannot name it twice, so this factor is gathered.
                 entry = None
             assigned[factor] = entry
-            used |= set(_mesh_axes(entry))
+            used |= set(composition.mesh_axes(entry))
 
     def per_shard(*operands: jax.Array) -> jax.Array:
         return run_kernel(*operands, **dict(options))
@@ -194,19 +187,6 @@ _forward = custom_partitioning(_whole, static_argnums=(len(_rule()[0]),))
 _forward.def_partition(
     partition=_partition, sharding_rule=SHARDING_RULE, need_replication_factors=WHOLE_AXES
 )
-
-
-def _explicitly_sharded(*arrays: jax.Array) -> bool:
-    """Whether any operand's type shards it: only Explicit mesh axes appear in
-    types (Auto ones are XLA's to choose, Manual ones are already split)."""
-    return any(entry is not None for x in arrays for entry in jax.typeof(x).sharding.spec)
-
-
-def _mesh_axes(entry: object) -> tuple[str, ...]:
-    """The mesh axes one partition-spec entry names: none, one, or a tuple."""
-    if entry is None:
-        return ()
-    return entry if isinstance(entry, tuple) else (entry,)
 
 
 # custom_partitioning has no autodiff rule: differentiate through a custom VJP.

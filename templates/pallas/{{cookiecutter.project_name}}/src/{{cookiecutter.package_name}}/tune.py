@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import export
 
-from . import block_table, kernel
+from . import backend, block_table, kernel
 from .reference import {{ cookiecutter.op_name }}_reference
 
 # isort: split
@@ -185,9 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="block_m,block_n,block_k triples (default: kernel.TUNING_CANDIDATES)",
     )
     args = parser.parse_args(argv)
-    if export.default_export_platform() != kernel.PLATFORM:
+    if export.default_export_platform() != backend.PLATFORM:
         print(
-            f"NOTE: no {kernel.PLATFORM} device here, so the kernel runs in interpret mode: these "
+            f"NOTE: no {backend.PLATFORM} device here, so the kernel runs in interpret mode: these "
             "timings mean nothing about the hardware; only the checks and the table's format do."
         )
     candidates = args.candidates or kernel.TUNING_CANDIDATES
@@ -220,7 +220,7 @@ def record(trials: Sequence[Trial], m: int, k: int, n: int, dtype: str, output: 
         "shape": [m, k, n],
         "forward_ms": round((chosen.seconds or 0.0) * 1e3, 4),
         "value_and_grad_ms": round((chosen.grad_seconds or 0.0) * 1e3, 4),
-        "interpreted": export.default_export_platform() != kernel.PLATFORM,
+        "interpreted": export.default_export_platform() != backend.PLATFORM,
     }
     block_table.write(output, kind, dtype, key, chosen.blocks, measured)
     print(f"{kind} / {dtype} / {key}: {chosen.blocks} -> {output}")

@@ -13,9 +13,9 @@ bottleneck.
 
 Second order (grad of grad, jax.hessian) differentiates the custom VJP's own
 forward and backward: there each kernel call has a plain-JAX twin, whose
-derivative JAX takes instead (_kernel_call).
+derivative JAX takes instead (composition.kernel_call).
 
-Around the kernel, what makes it usable in a model:
+Around the kernel, what makes it usable in a model (composition.py):
 
 - implementation="auto" | "kernel" | "reference" (and the environment
   variable IMPLEMENTATION_ENV, which overrides it everywhere): "auto" runs the
@@ -27,23 +27,22 @@ Around the kernel, what makes it usable in a model:
 - Block sizes come from the tuned table (block_table.py) for the device the
   kernel runs on when the caller gives none, else from kernel.default_blocks.
 - Under a mesh with Explicit axes (jax.set_mesh), the kernel runs once per
-  shard through jax.shard_map; so does each slice of a vmapped batch split
-  over Explicit mesh axes (_batches_per_shard). For jit with Auto shardings,
-  see partitioning.py, which works from SHARDING_RULE and WHOLE_AXES below.
+  shard through jax.shard_map (_per_shard); so does each slice of a vmapped
+  batch split over Explicit mesh axes (composition.batches_per_shard). For
+  jit with Auto shardings, see partitioning.py, which works from
+  SHARDING_RULE and WHOLE_AXES below.
 """
 
-import os
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast, get_args
+from typing import NamedTuple, TypeAlias
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
-from . import block_table, kernel
+from . import backend, block_table, composition, kernel
 from .reference import {{ cookiecutter.op_name }}_reference
 
 DTYPES = (jnp.float32, jnp.bfloat16)
@@ -55,8 +54,6 @@ SHARDING_RULE = "m k, k n, n -> m n"
 WHOLE_AXES = ("k",)
 BACKWARD = "{{ cookiecutter.backward }}"  # "kernel": Pallas backward; "reference": XLA's
 
-Implementation: TypeAlias = Literal["auto", "kernel", "reference"]
-IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
 # Set to kernel or reference to force that implementation on every call,
 # whatever the caller passed (say, reference to rule the kernel out of a bug
 # hunt). Read when the op is traced: set it before the first jit call.
@@ -77,11 +74,11 @@ def {{ cookiecutter.op_name }}(
     b: ArrayLike,
     bias: ArrayLike,
     *,
-    implementation: Implementation = "auto",
+    implementation: composition.Implementation = "auto",
     block_m: int | None = None,
     block_n: int | None = None,
     block_k: int | None = None,
-    interpret: kernel.Interpret = None,
+    interpret: backend.Interpret = None,
 ) -> jax.Array:
     """gelu(a (m, k) @ b (k, n) + bias (n,)), in the dtype of a.
 
@@ -100,43 +97,18 @@ def {{ cookiecutter.op_name }}(
     """
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
     check_operands(a, b, bias)
-    choice = resolve_implementation(implementation)
-    if choice == "reference":
-        return {{ cookiecutter.op_name }}_reference(a, b, bias)
-    run = partial(
-        kernel_only, block_m=block_m, block_n=block_n, block_k=block_k, interpret=interpret
+    run = partial(kernel_only, block_m=block_m, block_n=block_n, block_k=block_k)
+    return composition.implement(
+        implementation,
+        IMPLEMENTATION_ENV,
+        backend.PLATFORM,
+        run,
+        {{ cookiecutter.op_name }}_reference,
+        a,
+        b,
+        bias,
+        interpret=interpret,
     )
-    if choice == "kernel":
-        return run(a, b, bias)
-    # "auto": chosen per lowering platform, not by this host's backend, so that
-    # a program exported for the kernel's platform from any host holds the
-    # kernel (native, unless the caller asked for the interpreter), and one
-    # lowered for any other platform the reference.
-    native = partial(run, interpret=False if interpret is None else interpret)
-    branches = {kernel.PLATFORM: native}
-    reference = {{ cookiecutter.op_name }}_reference
-    placed = placed_on_kernels_platform(a, b, bias)
-    if placed is not None:  # eagerly: by the devices the arrays are on
-        return (native if placed else reference)(a, b, bias)
-    result: jax.Array = jax.lax.platform_dependent(a, b, bias, **branches, default=reference)
-    return result
-
-
-def placed_on_kernels_platform(*arrays: jax.Array) -> bool | None:
-    """Whether concrete arrays (an eager call) are on devices of the kernel's
-    platform; None while they are traced (jit, vmap, grad), where the
-    program's lowering platform decides (lax.platform_dependent). Eagerly,
-    lax.platform_dependent asks the default device (JAX 0.10 to 0.12): on a
-    TPU host, arrays on a CPU device got the native kernel, which the CPU
-    cannot run ("Only interpret mode is supported on CPU backend")."""
-    if any(isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) for x in arrays):
-        return None
-    platforms = {device.platform for x in arrays for device in x.devices()}
-    # jax.export names a GPU's platform cuda, a jax.Device gpu.
-    return platforms == {_DEVICE_PLATFORMS.get(kernel.PLATFORM, kernel.PLATFORM)}
-
-
-_DEVICE_PLATFORMS = {"cuda": "gpu", "rocm": "gpu"}
 
 
 def kernel_only(
@@ -147,30 +119,30 @@ def kernel_only(
     block_m: int | None = None,
     block_n: int | None = None,
     block_k: int | None = None,
-    interpret: kernel.Interpret = None,
+    interpret: backend.Interpret = None,
 ) -> jax.Array:
     """{{ cookiecutter.op_name }}'s kernel, whatever IMPLEMENTATION_ENV says (the tuner times
     this), on operands {{ cookiecutter.op_name }} has checked.
 
     interpret=None runs the kernel natively where the program is lowered for
-    the kernel's platform and interpreted elsewhere (kernel.native_or_interpreted),
+    the kernel's platform and interpreted elsewhere (backend.native_or_interpreted),
     each with the block sizes tuned for the device it runs on: the block table
     is read for the target's device kind, not this host's (block_table.py).
     """
     # This function again, with the same blocks: per shard, or once the
     # platform decides whether the kernel is native or interpreted.
     again = partial(kernel_only, block_m=block_m, block_n=block_n, block_k=block_k)
-    if _explicitly_sharded(a, b, bias):
+    if composition.explicitly_sharded(a, b, bias):
         # pallas_call needs Manual mesh axes: run it per shard, on local shapes.
         return _per_shard(partial(again, interpret=interpret), a, b, bias)
     if interpret is None:
-        return kernel.native_or_interpreted(
+        return backend.native_or_interpreted(
             partial(again, interpret=False), partial(again, interpret=True), a, b, bias
         )
     # Tuned for the device the kernel runs on: native, one of the kernel's
     # platform (maybe not this host's); interpreted, this host's.
     if interpret is False:
-        kind = block_table.target_device_kind(kernel.PLATFORM)
+        kind = block_table.target_device_kind(backend.PLATFORM)
     else:
         kind = block_table.device_kind()
     blocks, table = _blocks(a, b, kind, interpret is False, block_m, block_n, block_k)
@@ -185,19 +157,8 @@ def kernel_only(
     # Inside jax.shard_map, the custom VJP's operands must vary over the same
     # mesh axes as its result, so that each cotangent has its operand's type:
     # the cast's transpose sums db over the row shards, da over the columns.
-    (a, b, bias), _ = kernel.vary_alike([a, b, bias])
+    (a, b, bias), _ = composition.vary_alike([a, b, bias])
     return _differentiable(a, b, bias, blocks, interpret)
-
-
-def resolve_implementation(implementation: str) -> Implementation:
-    """The implementation a call asks for: the environment variable wins, then
-    the argument. ("auto" is chosen later, per lowering platform.)"""
-    forced = os.environ.get(IMPLEMENTATION_ENV, "")
-    choice = forced or implementation
-    if choice not in IMPLEMENTATIONS:
-        source = f"${IMPLEMENTATION_ENV}" if forced else "implementation"
-        raise ValueError(f"{source} must be one of {IMPLEMENTATIONS}, got {choice!r}")
-    return cast(Implementation, choice)  # one of IMPLEMENTATIONS, checked above
 
 
 def check_operands(a: jax.Array, b: jax.Array, bias: jax.Array) -> None:
@@ -250,18 +211,13 @@ def _blocks(
 # --- sharding: one kernel per shard ------------------------------------------------
 
 
-def _explicitly_sharded(*arrays: jax.Array) -> bool:
-    """Whether any operand's type shards it: only Explicit mesh axes appear in
-    types (Auto ones are XLA's to choose, Manual ones are already split)."""
-    return any(entry is not None for x in arrays for entry in jax.typeof(x).sharding.spec)
-
-
 def _per_shard(
     local: Callable[..., jax.Array], a: jax.Array, b: jax.Array, bias: jax.Array
 ) -> jax.Array:
     """Run local on each device's block: rows of a and columns of b may be
     sharded (no communication: each output tile needs only its row of a and its
-    column of b); the contracted k axis must be whole."""
+    column of b); the contracted k axis must be whole. shard_map's transpose
+    sums db over the row shards, da over the column shards."""
     a_spec, b_spec, bias_spec = (
         tuple(jax.typeof(x).sharding.spec) + (None, None) for x in (a, b, bias)
     )
@@ -275,94 +231,17 @@ def _per_shard(
         raise ValueError(
             f"bias is sharded {P(bias_spec[0])} but b's columns {P(cols)}: reshard bias to match"
         )
-    named = {axis for spec in (rows, cols) for axis in _mesh_axes(spec)}
-    if set(_mesh_axes(rows)) & set(_mesh_axes(cols)):
+    if set(composition.mesh_axes(rows)) & set(composition.mesh_axes(cols)):
         raise ValueError(
             f"a's rows ({P(rows)}) and b's columns ({P(cols)}) are sharded over the same mesh "
             "axis, which the output cannot be: jax.sharding.reshard one of them"
         )
-
-    # check_vma=False because Pallas's generic interpreter (JAX 0.12) cannot
-    # run with it on (it replays the kernel body on varying blocks, traced
-    # without their varying axes; only the TPU backend has another). The transpose
-    # then sums each operand's cotangent over the named axes its spec leaves
-    # out (db over the row shards, da over the column shards): the sums the
-    # gradient needs, and no others, since only the named mesh axes enter the
-    # shard_map (cell jit-explicit-2d-* compares the gradient's collectives
-    # with the reference's).
-    def per_shard(a: jax.Array, b: jax.Array, bias: jax.Array) -> jax.Array:
-        # The mesh comes from the operands' types (with the unused axes Auto,
-        # below): under jit outside jax.set_mesh there is no context mesh.
-        mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
-        return jax.shard_map(
-            local,
-            mesh=mesh,
-            in_specs=(P(rows, None), P(None, cols), P(cols)),
-            out_specs=P(rows, cols),
-            axis_names=named,
-            check_vma=False,
-        )(a, b, bias)
-
-    mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in (a, b, bias)) if m.axis_names)
-    unused = tuple(sorted(set(mesh.axis_names) - named))
-    if not unused:
-        return per_shard(a, b, bias)
-    # Mesh axes no operand is sharded over (on a 2-D mesh, say, only the rows
-    # split): Auto for the kernel's duration. Left Explicit, they stay in the
-    # types inside the shard_map, and Pallas's interpreter (JAX 0.12) fails on
-    # its block writes.
-    out = NamedSharding(mesh, P(rows, cols))
-    result: jax.Array = jax.sharding.auto_axes(per_shard, axes=unused, out_sharding=out)(a, b, bias)
-    return result
-
-
-def _mesh_axes(entry: object) -> tuple[str, ...]:
-    """The mesh axes one partition-spec entry names: none, one, or a tuple."""
-    if entry is None:
-        return ()
-    return entry if isinstance(entry, tuple) else (entry,)
-
-
-T = TypeVar("T")
-
-
-def _batches_per_shard(call: Callable[..., T]) -> Callable[..., T]:
-    """call, whose vmap runs per shard where the batch axis is split over
-    Explicit mesh axes (jit(vmap(op)) on a batch placed over a mesh).
-
-    pallas_call's own batching rule would shard_map over those axes, but it
-    takes the mesh from the context (jax.set_mesh; outside it, a KeyError),
-    and its shard_map has check_vma=True, which Pallas's generic interpreter
-    cannot run. Here: jax.shard_map over the batch's mesh axes, check_vma=False
-    as in _per_shard, of call vmapped on each device's slice of the batch
-    (pallas_call's batching rule folds that into the kernel's grid). Any other
-    batch: vmap as usual."""
-    batched = jax.custom_batching.custom_vmap(call)
-
-    @batched.def_vmap
-    def rule(_: int, in_batched: list[bool], *operands: jax.Array) -> tuple[T, Any]:
-        local = jax.vmap(call, in_axes=[0 if x else None for x in in_batched])
-        # Each batched operand's type: its leading axis is the batch.
-        types = [jax.typeof(x) for x, b in zip(operands, in_batched, strict=True) if b]
-        split = [t.sharding for t in types if t.sharding.spec and t.sharding.spec[0] is not None]
-        if split:
-            axes = _mesh_axes(split[0].spec[0])
-            local = jax.shard_map(
-                local,
-                mesh=split[0].mesh,
-                in_specs=tuple(P(axes) if b else P() for b in in_batched),
-                out_specs=P(axes),
-                axis_names=set(axes),
-                check_vma=False,
-            )
-        out = local(*operands)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return batched
+    in_specs = (P(rows, None), P(None, cols), P(cols))
+    return composition.per_shard(local, in_specs, P(rows, cols), a, b, bias)
 
 
 def _check_all_blocks(
-    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: backend.Interpret
 ) -> None:
     """Validate every kernel call this op will make, forward and backward,
     by tracing them abstractly: a bad block size fails here, not in lowering.
@@ -385,36 +264,13 @@ def _check_all_blocks(
 {%- endif %}
 
 
-def _kernel_call(call: Callable[..., Any], twin: Callable[..., Any]) -> Callable[..., Any]:
-    """call (Pallas kernels, batched per shard as _batches_per_shard says),
-    differentiated as its twin: the same maths in plain JAX.
-
-    First order differentiates the custom VJP below, never a kernel. Second
-    order (jax.hessian, grad of grad) differentiates that VJP's forward and
-    backward, and so each kernel call in them, which JAX cannot: pallas_call
-    has no derivative it can transpose. Here each call keeps the kernel's
-    values and takes its twin's tangent, which XLA computes and JAX can
-    transpose: the op's higher derivatives are the reference's maths, run by
-    XLA, at any order (the twin's tangent differentiates as plain JAX). Worth
-    the twins rather than refusing second order: a Hessian-vector product or a
-    gradient penalty then works on the op as it is, its values still the kernel's."""
-    kernel_call = jax.custom_jvp(_batches_per_shard(call))
-
-    @kernel_call.defjvp
-    def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
-        _, tangent = jax.jvp(twin, primals, tangents)
-        return kernel_call(*primals), tangent
-
-    return kernel_call
-
-
 @partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _differentiable(
-    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: backend.Interpret
 ) -> jax.Array:
     sizes = blocks._asdict()
     forward = partial(kernel.matmul, **sizes, activation="gelu", interpret=interpret)
-    y: jax.Array = _batches_per_shard(forward)(a, b, bias)
+    y: jax.Array = composition.batches_per_shard(forward)(a, b, bias)
     return y
 
 
@@ -424,7 +280,7 @@ Residuals: TypeAlias = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 def _fwd(
-    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: backend.Interpret
 ) -> tuple[jax.Array, Residuals]:
     forward = partial(
         kernel.matmul,
@@ -433,7 +289,7 @@ def _fwd(
         return_preactivation=True,
         interpret=interpret,
     )
-    y, z = _kernel_call(forward, _output_and_preactivation)(a, b, bias)
+    y, z = composition.kernel_call(forward, _output_and_preactivation)(a, b, bias)
     return y, (a, b, bias, z)
 
 
@@ -476,18 +332,18 @@ def _gelu_slope(z: jax.Array) -> jax.Array:
 
 
 def _bwd(
-    blocks: Blocks, interpret: kernel.Interpret, residuals: Residuals, g: jax.Array
+    blocks: Blocks, interpret: backend.Interpret, residuals: Residuals, g: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     a, b, bias, z = residuals
     dz = g.astype(jnp.float32) * _gelu_slope(z)
     dz_in = dz.astype(a.dtype)  # feed the MXU / tensor cores in the input dtype
     sizes = blocks._asdict()
     matmul = partial(kernel.matmul, bias=None, **sizes, activation=None, interpret=interpret)
-    # Each product's twin (_kernel_call): the same in plain JAX, in the kernel's dtype.
-    da = _kernel_call(
+    # Each product's twin (composition.kernel_call): the same in plain JAX, in the kernel's dtype.
+    da = composition.kernel_call(
         partial(matmul, transpose_b=True), lambda dz, b: _dot(dz, b.T).astype(dz.dtype)
     )(dz_in, b)
-    db = _kernel_call(
+    db = composition.kernel_call(
         partial(matmul, transpose_a=True), lambda a, dz: _dot(a.T, dz).astype(a.dtype)
     )(a, dz_in)
     return da, db, jnp.sum(dz, axis=0).astype(bias.dtype)
@@ -497,15 +353,15 @@ Residuals: TypeAlias = tuple[jax.Array, jax.Array, jax.Array]
 
 
 def _fwd(
-    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: kernel.Interpret
+    a: jax.Array, b: jax.Array, bias: jax.Array, blocks: Blocks, interpret: backend.Interpret
 ) -> tuple[jax.Array, Residuals]:
     forward = partial(kernel.matmul, **blocks._asdict(), activation="gelu", interpret=interpret)
-    y = _kernel_call(forward, {{ cookiecutter.op_name }}_reference)(a, b, bias)
+    y = composition.kernel_call(forward, {{ cookiecutter.op_name }}_reference)(a, b, bias)
     return y, (a, b, bias)
 
 
 def _bwd(
-    blocks: Blocks, interpret: kernel.Interpret, residuals: Residuals, g: jax.Array
+    blocks: Blocks, interpret: backend.Interpret, residuals: Residuals, g: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     # The reference's VJP: XLA recomputes the pre-activation and runs its own
     # matmuls. Same maths as the kernel, so the gradients agree.
