@@ -1,6 +1,6 @@
-"""Keep the chosen definition of the primitive (api) as src/<package>/<op>.py;
-for example=none, put the skeleton's files (an identity op) in place of the
-example's and drop the example's own tests. Keep the C++ handler only for
+"""For example=none, put the skeleton's files (an identity op) in place of the
+example's and drop the example's own tests (src/<package>/<op>.py is one
+template for every api and example). Keep the C++ handler only for
 lowering=ffi: with stablehlo the project stays pure Python (no CMake, no
 compiled module), so C++ and CMake files stay free of Jinja. Keep the chosen
 accelerator workflow, if any."""
@@ -18,13 +18,10 @@ land(Path.cwd(), accelerator_ci="{{ cookiecutter.accelerator_ci }}")
 package = Path("src/{{ cookiecutter.package_name }}")
 op = "{{ cookiecutter.op_name }}"
 skeleton = "{{ cookiecutter.example }}" == "none"
-api = Path("_skeleton/api" if skeleton else "_api")
-(api / "{{ cookiecutter.api }}.py").replace(package / f"{op}.py")
-shutil.rmtree("_api")
 if skeleton:
-    # The three (with ffi, four) files to edit, as an identity op.
+    # The files to edit, as an identity op (the op and tests/op_spec.py are
+    # templates for every example).
     Path("_skeleton/reference.py").replace(package / "reference.py")
-    Path("_skeleton/op_spec.py").replace(Path("tests/op_spec.py"))
     Path("_skeleton/op_cpu.cc").replace(Path(f"csrc/{op}_cpu.cc"))
     # The example's own tests: they test the tridiagonal product.
     for path in (f"tests/test_{op}.py", "tests/test_hijax.py", "tests/test_ffi_handler.py"):

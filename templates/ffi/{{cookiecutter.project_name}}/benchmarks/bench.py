@@ -53,9 +53,7 @@ for huge pages for them too.
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -68,6 +66,11 @@ from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}_reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plot  # noqa: E402  (benchmarks/plot.py: draws; matplotlib only when drawing)
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
+
+# Seconds to wait after each timed call, its result freed: a worker thread
+# freeing the reference's result is then not timed (see above).
+FREE_PAUSE = 0.005
 
 # The plot's sweep: rows of PLOT_COLS elements, PLOT_ROWS of them (16 MB of
 # float32 at the largest), and a small sweep for --quick.
@@ -85,21 +88,6 @@ def forward_and_backward(f):
         return y, vjp(g)[0]
 
     return jax.jit(run)
-
-
-def median_seconds(fns, args, repeats):
-    """Median time of each fn, timed in alternation."""
-    for fn in fns:
-        jax.block_until_ready(fn(*args))  # warm-up: compile and first run
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, t in zip(fns, times, strict=True):
-            start = time.perf_counter()
-            result = jax.block_until_ready(fn(*args))
-            t.append(time.perf_counter() - start)
-            del result  # freed outside the timed region (see the module docstring)
-            time.sleep(0.005)  # let a worker thread finish freeing it, too
-    return [statistics.median(t) for t in times]
 
 
 def copies(x):
@@ -171,7 +159,7 @@ def sweep(rows_list, cols, dtype, repeats, rng, device):
         nbytes = rows * cols * dtype.itemsize
         x, g = operands(rng, (rows, cols), dtype, device)
         for name, ffi, ref, inputs, moved in cases(x, g, nbytes):
-            t_ffi, t_ref = median_seconds([ffi, ref], inputs, repeats)
+            t_ffi, t_ref = median_seconds([ffi, ref], inputs, repeats, pause=FREE_PAUSE)
             measured.setdefault(name, []).append((rows, t_ffi, t_ref, moved))
     return measured
 
@@ -252,7 +240,8 @@ def main():
             # Both ops and the copies, in one alternation: a shared machine's
             # drift hits all of them alike.
             host = host_copies(nbytes) if device.platform == "cpu" else []
-            t_ffi, t_ref, *t_copies = median_seconds([ffi, ref, *copies(x), *host], inputs, repeats)
+            fns = [ffi, ref, *copies(x), *host]
+            t_ffi, t_ref, *t_copies = median_seconds(fns, inputs, repeats, pause=FREE_PAUSE)
             used, fresh, *numpy = (2 * nbytes / t for t in t_copies)
             print(
                 f"{f'{rows} x {cols}':>12} {name:>9} {1e3 * t_ffi:>8.2f} {1e3 * t_ref:>8.2f} "

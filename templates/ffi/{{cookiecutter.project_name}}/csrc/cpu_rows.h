@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "op.h"
 #include "rowwise.h"
@@ -45,24 +46,16 @@ inline BFloat16 to_bfloat16(float f) {
   return BFloat16{static_cast<std::uint16_t>(u >> 16)};
 }
 
-// Storage type -> compute type, residual type, and conversions.
+// Storage type -> compute type, residual type, and conversions: float and
+// double compute and keep their residual in their own type, bfloat16 in float.
 template <typename T>
-struct Traits;
-
-template <>
-struct Traits<float> {
-  using Compute = float;
-  using Residual = float;
-  static float load(float v) { return v; }
-  static float store(float v) { return v; }
-};
-
-template <>
-struct Traits<double> {
-  using Compute = double;
-  using Residual = double;
-  static double load(double v) { return v; }
-  static double store(double v) { return v; }
+struct Traits {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "the rows are computed for float, double and BFloat16");
+  using Compute = T;
+  using Residual = T;
+  static T load(T v) { return v; }
+  static T store(T v) { return v; }
 };
 
 template <>

@@ -60,24 +60,20 @@ ORACLE = {{ cookiecutter.op_name }}_f64
 
 # The handlers need whole rows (rowwise.REDUCED): a row split across devices
 # is gathered first. Rows split along the batch axis need no communication.
-{%- if cookiecutter.example == "rms_norm" %}
-SPLIT_ROWS = Collectives(
-    "the row (n, which the handlers reduce over) is split: it is gathered whole, "
-    "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
-    "reference all-reduces partial row sums (1 and 2 all-reduces)",
-    forward={"all-gather": 1},
-    gradient={"all-gather": 2},
-)
-{%- else %}
+{%- if cookiecutter.example != "rms_norm" %}
 # TODO: say what your reference does instead (the identity needs no communication).
+{%- endif %}
 SPLIT_ROWS = Collectives(
     "the row (n, which the handlers reduce over) is split: it is gathered whole, "
     "1 all-gather forward and 2 for the gradient (x and its cotangent), where the "
+{%- if cookiecutter.example == "rms_norm" %}
+    "reference all-reduces partial row sums (1 and 2 all-reduces)",
+{%- else %}
     "reference, the identity, needs none",
+{%- endif %}
     forward={"all-gather": 1},
     gradient={"all-gather": 2},
 )
-{%- endif %}
 
 {%- if cookiecutter.example == "rms_norm" %}
 # The mean of a row's squares must stay finite in float32: |x| below about

@@ -30,9 +30,7 @@ chip's peak bandwidth: the roof of an op with a few FLOPs per element.
 
 import argparse
 import dataclasses
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -47,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import plot  # noqa: E402  (benchmarks/plot.py, next to this file)
 from conformance import make_args  # noqa: E402
 from op_spec import SPEC  # noqa: E402
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 PASSES = ("forward", "value_and_grad")
 SERIES = ("primitive", "formula inline", "reference")
@@ -61,28 +60,6 @@ def value_and_grad(f):
         return sum(jax.numpy.sum(jax.numpy.sin(o)) for o in outputs)
 
     return jax.jit(jax.value_and_grad(loss, argnums=argnums))
-
-
-def median_seconds(fns, args, repeats, seconds=0.5):
-    """Median time of each compiled function, calling them in turn, in
-    alternating order (each goes first as often as the other).
-
-    Short calls get more repeats (about `seconds` per function), so that
-    a microsecond's noise does not decide the ratio.
-    """
-    for fn in fns:
-        jax.block_until_ready(fn(*args))  # warm-up: compile and first run
-    start = time.perf_counter()
-    jax.block_until_ready(fns[0](*args))
-    repeats = max(repeats, min(2000, int(seconds / max(time.perf_counter() - start, 1e-6))))
-    times = [[] for _ in fns]
-    for i in range(repeats):
-        order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
-        for k in order:
-            start = time.perf_counter()
-            jax.block_until_ready(fns[k](*args))
-            times[k].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
 
 
 def main():
@@ -129,8 +106,8 @@ def main():
             # The primitive against the formula, in turn; the reference (which
             # may be far slower) apart, so that it does not decide their ratio.
             fns = [wrap(SPEC.op), wrap(_compute)]
-            t_prim, t_formula = median_seconds(fns, operands, repeats, seconds)
-            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats, seconds)
+            t_prim, t_formula = median_seconds(fns, operands, repeats, seconds=seconds)
+            (t_ref,) = median_seconds([wrap(SPEC.reference)], operands, repeats, seconds=seconds)
             for series, t in zip(SERIES, (t_prim, t_formula, t_ref), strict=True):
                 drawn[name][series][0].append(nbytes / 1e6)
                 drawn[name][series][1].append(t * 1e3)

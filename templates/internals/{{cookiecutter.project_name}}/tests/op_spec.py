@@ -2,15 +2,27 @@
 tolerances, from which tests/conformance.py builds every transformation x
 sharding x platform cell (tests/test_conformance.py) and the README's support
 table (tests/support_table.py).
+{%- if cookiecutter.example == "none" %}
+
+TODO: declare your op here. Name the arguments and their axes, the sizes the
+cells use, which axes are batch-like (vmap over them, shard them with no
+communication), and for each cell the op does not support, the error it
+raises and what to use instead. Then `python tests/support_table.py`.
+{%- else %}
 
 Adapting the starter to your own op: change this file, the op and its
 reference, not the conformance module. Name the arguments and their axes, the
 sizes the cells use, which axes are batch-like (vmap over them, shard them with
 no communication), and for each cell the op does not support, the error it
 raises and what to use instead.
+{%- endif %}
 """
-
+{%- if cookiecutter.example != "none" or cookiecutter.api == "hijax" or cookiecutter.lowering == "ffi" %}
+{# (a blank line before the third-party imports, where there are any) #}
+{%- endif %}
+{%- if cookiecutter.example != "none" %}
 import numpy as np
+{%- endif %}
 {%- if cookiecutter.api == "hijax" %}
 import pytest
 {%- endif %}
@@ -37,12 +49,23 @@ from {{ cookiecutter.package_name }}.ffi_target import TARGET
 {%- endif %}
 
 from compare import Ulps
+{%- if cookiecutter.example == "none" %}
+from conformance import Arg, {% if cookiecutter.lowering == "ffi" %}Collectives, {% endif %}OpSpec
+{%- else %}
 from conformance import Arg, Collectives, OpSpec, Refuse
+{%- endif %}
 {%- if cookiecutter.lowering == "ffi" %}
 
 # A lower-<platform> marker: the whole module holds no custom call.
 NO_CUSTOM_CALL = r"\A(?![\s\S]*custom_call)"
 {%- endif %}
+{%- if cookiecutter.example == "none" %}
+
+# TODO: how far your op may be from the oracle, in ulps (tests/compare.py),
+# each count with the reason for it. The identity is exact: 0.
+VALUES = Ulps(at_value=0)
+GRADIENTS = Ulps(at_value=0)
+{%- else %}
 
 # How far the op may be from the oracle, in ulps (tests/compare.py). Each
 # entry of the product, and of each gradient (the transposed band), is at most
@@ -88,11 +111,18 @@ SHARDED_ROW = Refuse(
 )
 
 FINITE_PRODUCTS = (-1e18, 1e18)
+{%- endif %}
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
     op={{ cookiecutter.op_name }},
     reference={{ cookiecutter.op_name }}_reference,
+{%- if cookiecutter.example == "none" %}
+    # TODO: a float64 NumPy oracle of your own (same signature), or None: the
+    # reference run in float64.
+    oracle=None,
+    args=(Arg("x", ("b", "n")),),
+{%- else %}
     oracle=matvec_f64,
     # Three products of two arguments, summed, must stay finite in float32:
     # every argument below about 1e19. The hard-input cells stay within 1e18.
@@ -102,6 +132,7 @@ SPEC = OpSpec(
         Arg("du", ("b", "n"), domain=FINITE_PRODUCTS),
         Arg("x", ("b", "n"), domain=FINITE_PRODUCTS),
     ),
+{%- endif %}
     outputs=(("b", "n"),),
     sizes={"b": 8, "n": 12},
     tolerance=VALUES,
@@ -118,16 +149,32 @@ SPEC = OpSpec(
     # Plain StableHLO on every platform: the module holds no custom call.
     platforms={"cpu": "", "cuda": "", "tpu": ""},
 {%- endif %}
+{%- if cookiecutter.example != "none" or cookiecutter.lowering == "ffi" %}
     # Counted on the cells' mesh of 4 devices.
     extra_collectives={
-{%- if cookiecutter.lowering == "ffi" %}
+{%- if cookiecutter.lowering == "ffi" and cookiecutter.example == "none" %}
+        # The custom call's Shardy rule keeps the last axis whole, in every mode.
+        "jit-*-n": Collectives(
+            "rows split along n are gathered for the C++ handler",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 1},
+        ),
+{%- elif cookiecutter.lowering == "ffi" %}
         # A split row goes whole to the C++ handler (its Shardy rule asks for it).
         "jit-auto-n": Collectives(
             "rows split along n are gathered for the C++ handler",
             forward={"all-gather": 4},
             gradient={"all-gather": 4, "collective-permute": 4},
         ),
-{%- if cookiecutter.api == "hijax" %}
+{%- else %}
+        # Each shift trades one boundary element with each neighbour.
+        "jit-auto-n": Collectives(
+            "a halo exchange (collective-permute) of one element per shard boundary",
+            forward={"collective-permute": 2},
+            gradient={"collective-permute": 6},
+        ),
+{%- endif %}
+{%- if cookiecutter.lowering == "ffi" and cookiecutter.api == "hijax" %}
         # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
         # Shardy rule (api=extend attaches one): its result is replicated.
         "jit-auto-b": Collectives(
@@ -143,18 +190,13 @@ SPEC = OpSpec(
             gradient={"all-gather": 1},
         ),
 {%- endif %}
-{%- else %}
-        # Each shift trades one boundary element with each neighbour.
-        "jit-auto-n": Collectives(
-            "a halo exchange (collective-permute) of one element per shard boundary",
-            forward={"collective-permute": 2},
-            gradient={"collective-permute": 6},
-        ),
-{%- endif %}
     },
+{%- endif %}
+{%- if cookiecutter.example != "none" %}
     refuse={
         "jit-explicit-n": SHARDED_ROW,
         "jit-explicit-set-mesh-n": SHARDED_ROW,
         "grad-grad-explicit-n": SHARDED_ROW,
     },
+{%- endif %}
 )

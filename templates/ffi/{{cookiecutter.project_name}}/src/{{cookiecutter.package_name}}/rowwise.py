@@ -1,7 +1,8 @@
 """The machinery between the op's Python (`{{ cookiecutter.op_name }}.py`) and its C++ handlers:
-registration of the FFI targets, the two FFI calls, the check that rows are
-not empty, and the calls' sharding and batching rules, derived from one
-declaration of the handlers' axes.
+registration of the FFI targets, the two FFI calls, the custom VJP that pairs
+them into a differentiable op with the check that rows are not empty, and the
+calls' sharding and batching rules, derived from one declaration of the
+handlers' axes.
 
 The handlers (csrc/) compute a row-wise op over the last axis of x: the
 forward call returns y (x's shape and dtype) and one residual per row, the
@@ -77,19 +78,6 @@ def cuda_available() -> bool:
     return bool(_ffi.cuda_targets())
 
 
-def apply(local: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
-    """local(x) after the check that x's rows are not empty: local is the op
-    (the custom_vjp around the FFI calls)."""
-    if x.ndim and x.shape[-1] == 0:
-        # The handler refuses this too, but XLA skips a call whose used results
-        # are all empty, so under jit only this check is sure to run.
-        raise ValueError(
-            f"{OP}: x has rows of length 0 (shape {x.shape}); the op needs at least one "
-            "element per row"
-        )
-    return local(x)
-
-
 def residual_dtype(dtype: DTypeLike) -> DTypeLike:
     """The residual's dtype: float64 for float64 x, else float32."""
     return jnp.float64 if dtype == jnp.float64 else jnp.float32
@@ -152,6 +140,87 @@ def backward(
     dx: jax.Array
     (dx,) = _BACKWARD(_attributes(attributes), _PARTITIONED.get())(x, residual, cotangent)
     return dx
+
+
+# --- The op: the two calls paired by a custom VJP ---------------------------------
+Attributes: TypeAlias = tuple[tuple[str, float], ...]  # (name, value) pairs, hashable
+Residuals: TypeAlias = tuple[jax.Array, jax.Array]  # x, and the forward's residual per row
+
+
+def differentiable(
+    backward_formula: Callable[..., jax.Array],
+    forward_tangents: Callable[..., tuple[jax.Array, jax.Array]],
+) -> Callable[..., jax.Array]:
+    """The op, y from the forward handler, differentiable: op(x, **attributes).
+
+    An ffi_call has no derivative. A jax.custom_vjp pairs the forward handler
+    (which also returns the residual) with the backward one, so reverse mode
+    runs only the handlers; forward mode (jvp, jacfwd) of a custom_vjp
+    raises. Derivatives of the gradient (grad of grad, jax.hessian)
+    differentiate the two handler calls themselves, so each call is a
+    jax.custom_jvp whose tangent is plain JAX, which XLA fuses and JAX can
+    transpose, given by the op's module:
+
+    - backward_formula(x, residual, cotangent, **attributes): dx, what the
+      backward handler computes;
+    - forward_tangents(x, residual, t, **attributes): the tangents of y and of
+      the residual for a tangent t of x.
+    """
+
+    @partial(jax.custom_jvp, nondiff_argnums=(1,))
+    def forward_call(x: jax.Array, attributes: Attributes) -> tuple[jax.Array, jax.Array]:
+        return forward(x, **dict(attributes))
+
+    @forward_call.defjvp
+    def forward_call_jvp(
+        attributes: Attributes, primals: tuple[jax.Array], tangents: tuple[jax.Array]
+    ) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
+        (x,), (t,) = primals, tangents
+        y, residual = forward_call(x, attributes)
+        return (y, residual), forward_tangents(x, residual, t, **dict(attributes))
+
+    @partial(jax.custom_jvp, nondiff_argnums=(3,))
+    def backward_call(
+        x: jax.Array, residual: jax.Array, cotangent: jax.Array, attributes: Attributes
+    ) -> jax.Array:
+        return backward(x, residual, cotangent, **dict(attributes))
+
+    @backward_call.defjvp
+    def backward_call_jvp(
+        attributes: Attributes,
+        primals: tuple[jax.Array, jax.Array, jax.Array],
+        tangents: tuple[jax.Array, jax.Array, jax.Array],
+    ) -> tuple[jax.Array, jax.Array]:
+        _, dx_t = jax.jvp(partial(backward_formula, **dict(attributes)), primals, tangents)
+        return backward_call(*primals, attributes), dx_t
+
+    @partial(jax.custom_vjp, nondiff_argnums=(1,))
+    def op(x: jax.Array, attributes: Attributes) -> jax.Array:
+        return forward_call(x, attributes)[0]
+
+    def op_fwd(x: jax.Array, attributes: Attributes) -> tuple[jax.Array, Residuals]:
+        y, residual = forward_call(x, attributes)
+        return y, (x, residual)
+
+    def op_bwd(
+        attributes: Attributes, residuals: Residuals, cotangent: jax.Array
+    ) -> tuple[jax.Array]:
+        x, residual = residuals
+        return (backward_call(x, residual, cotangent, attributes),)
+
+    op.defvjp(op_fwd, op_bwd)
+
+    def checked(x: jax.Array, **attributes: float) -> jax.Array:
+        if x.ndim and x.shape[-1] == 0:
+            # The handler refuses this too, but XLA skips a call whose used
+            # results are all empty, so under jit only this check is sure to run.
+            raise ValueError(
+                f"{OP}: x has rows of length 0 (shape {x.shape}); the op needs at least one "
+                "element per row"
+            )
+        return op(x, tuple(attributes.items()))
+
+    return checked
 
 
 def _forward_results(x: jax.Array) -> tuple[tuple[tuple[int, ...], DTypeLike], ...]:

@@ -3,26 +3,19 @@
 
     y = x / sqrt(mean(x**2, axis=-1) + eps)
 
-The handlers' rows are csrc/{{ cookiecutter.op_name }}_kernels.h; rowwise.py registers them
-with XLA and calls them (jax.ffi.ffi_call emits a custom call), and the
-jax.custom_vjp below pairs the forward handler with the backward one so that
-grad works (an ffi_call has no autodiff rule of its own).
-
 No learned gain: multiply by it in JAX (`weight * {{ cookiecutter.op_name }}(x)`), where XLA
 fuses the product with whatever follows.
-"""
 {%- else -%}
 """Your op, computed by C++ XLA FFI handlers: TODO say what it computes.
-
-The handlers' rows are csrc/{{ cookiecutter.op_name }}_kernels.h; rowwise.py registers them
-with XLA and calls them (jax.ffi.ffi_call emits a custom call), and the
-jax.custom_vjp below pairs the forward handler with the backward one so that
-grad works (an ffi_call has no autodiff rule of its own).
-"""
 {%- endif %}
 
-from functools import partial
-from typing import TypeAlias
+The handlers' rows are csrc/{{ cookiecutter.op_name }}_kernels.h; rowwise.py registers them
+with XLA, calls them (jax.ffi.ffi_call emits a custom call) and pairs the
+forward handler with the backward one in a jax.custom_vjp so that grad works
+(an ffi_call has no autodiff rule of its own). This module names the op, checks
+its attributes, and gives the plain-JAX derivatives of the two handler calls
+that second derivatives (grad of grad) use.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -58,50 +51,31 @@ def {{ cookiecutter.op_name }}(x: ArrayLike, eps: float = 1e-6) -> jax.Array:
             f"{{ cookiecutter.op_name }}: eps must be a Python number, got {type(eps).__name__}; it is a "
             "compile-time attribute of the FFI call and cannot be a traced value"
         ) from err
-    return rowwise.apply(lambda x: _{{ cookiecutter.op_name }}(x, eps), x)
-
-
-@partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _forward(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
-{%- if cookiecutter.example == "rms_norm" %}
-    """(y, rinv): the output and 1/rms per row (the residual), which the backward reuses."""
-{%- else %}
-    """(y, residual): the output and the residual per row, which the backward reuses."""
-{%- endif %}
     # The attributes by the names the kernel file declares (kAttributeNames).
-    return rowwise.forward(x, eps=eps)
+    return _{{ cookiecutter.op_name }}(x, eps=eps)
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(3,))
-def _backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array, eps: float) -> jax.Array:
-    return rowwise.backward(x, residual, cotangent, eps=eps)
-
-
-# An ffi_call has no derivative, and grad of grad (Hessian-vector products)
-# differentiates both handler calls: the custom_vjp below runs _forward
-# for its residuals and _backward for the gradient. Their derivatives are
-# plain JAX, which XLA fuses and JAX can transpose; first-order gradients
-# never evaluate them and stay entirely in the handlers.
+# The plain-JAX derivatives of the two handler calls, which only second
+# derivatives evaluate: first-order gradients run the handlers alone.
 {%- if cookiecutter.example == "rms_norm" %}
 def _backward_formula(x: jax.Array, rinv: jax.Array, cotangent: jax.Array, eps: float) -> jax.Array:
-    """What the backward handler computes: r * g - r**3 * mean(g * x) * x per row."""
+    """What the backward handler computes: r * g - r**3 * mean(g * x) * x per row,
+    from the forward's residual rinv = 1/rms."""
     del eps  # rinv holds what the backward needs of it
     r = rinv[..., None]
     xc, gc = x.astype(r.dtype), cotangent.astype(r.dtype)
     return (r * gc - r**3 * jnp.mean(gc * xc, axis=-1, keepdims=True) * xc).astype(x.dtype)
 
 
-@_forward.defjvp
-def _forward_jvp(
-    eps: float, primals: tuple[jax.Array], tangents: tuple[jax.Array]
-) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
-    (x,), (t,) = primals, tangents
-    y, rinv = _forward(x, eps)
+def _forward_tangents(
+    x: jax.Array, rinv: jax.Array, t: jax.Array, eps: float
+) -> tuple[jax.Array, jax.Array]:
+    """The tangents of the forward handler's (y, rinv) for a tangent t of x."""
     # d(1/rms) = -(1/rms)**3 * mean(x * t); the y tangent is the backward
     # formula with t as the cotangent (the Jacobian of y is symmetric).
     r = rinv[..., None]
     rinv_t = -(r**3) * jnp.mean(x.astype(r.dtype) * t.astype(r.dtype), axis=-1, keepdims=True)
-    return (y, rinv), (_backward_formula(x, rinv, t, eps), rinv_t[..., 0])
+    return _backward_formula(x, rinv, t, eps), rinv_t[..., 0]
 {%- else %}
 def _backward_formula(
     x: jax.Array, residual: jax.Array, cotangent: jax.Array, eps: float
@@ -111,44 +85,14 @@ def _backward_formula(
     return cotangent
 
 
-@_forward.defjvp
-def _forward_jvp(
-    eps: float, primals: tuple[jax.Array], tangents: tuple[jax.Array]
-) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
-    (x,), (t,) = primals, tangents
-    y, residual = _forward(x, eps)
-    # TODO: the tangents of y and of the residual (the identity's: t and 0).
-    return (y, residual), (t.astype(y.dtype), jnp.zeros_like(residual))
+def _forward_tangents(
+    x: jax.Array, residual: jax.Array, t: jax.Array, eps: float
+) -> tuple[jax.Array, jax.Array]:
+    """TODO: the tangents of the forward handler's (y, residual) for a tangent t
+    of x (the identity's: t and 0)."""
+    del eps
+    return t.astype(x.dtype), jnp.zeros_like(residual)
 {%- endif %}
 
 
-@_backward.defjvp
-def _backward_jvp(
-    eps: float,
-    primals: tuple[jax.Array, jax.Array, jax.Array],
-    tangents: tuple[jax.Array, jax.Array, jax.Array],
-) -> tuple[jax.Array, jax.Array]:
-    _, dx_t = jax.jvp(partial(_backward_formula, eps=eps), primals, tangents)
-    return _backward(*primals, eps), dx_t
-
-
-@partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _{{ cookiecutter.op_name }}(x: jax.Array, eps: float) -> jax.Array:
-    return _forward(x, eps)[0]
-
-
-# The residuals: x and the forward's residual per row.
-Residuals: TypeAlias = tuple[jax.Array, jax.Array]
-
-
-def _{{ cookiecutter.op_name }}_fwd(x: jax.Array, eps: float) -> tuple[jax.Array, Residuals]:
-    y, residual = _forward(x, eps)
-    return y, (x, residual)
-
-
-def _{{ cookiecutter.op_name }}_bwd(eps: float, residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array]:
-    x, residual = residuals
-    return (_backward(x, residual, cotangent, eps),)
-
-
-_{{ cookiecutter.op_name }}.defvjp(_{{ cookiecutter.op_name }}_fwd, _{{ cookiecutter.op_name }}_bwd)
+_{{ cookiecutter.op_name }} = rowwise.differentiable(_backward_formula, _forward_tangents)

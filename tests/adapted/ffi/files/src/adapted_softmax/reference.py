@@ -2,10 +2,9 @@
 
     y = exp(x - max(x)) / sum(exp(x - max(x)))    over the last axis
 
-It is the obvious formula, differentiated by JAX's own autodiff. Keep it
-independent of softmax.py (no shared helpers), so a bug in one cannot hide in
-the other. bfloat16 is computed in float32 and rounded once at the end, like
-the handler.
+The row maximum is subtracted under stop_gradient (a shift that cancels),
+so exp never overflows; bfloat16 is computed in float32 and rounded once at
+the end, like the handler.
 """
 
 import jax

@@ -3,13 +3,9 @@
     y = exp(x - max(x)) / sum(exp(x - max(x)))
 
 The handlers' rows are csrc/softmax_kernels.h; rowwise.py registers them
-with XLA and calls them (jax.ffi.ffi_call emits a custom call), and the
-jax.custom_vjp below pairs the forward handler with the backward one so that
-grad works (an ffi_call has no autodiff rule of its own). The handlers take
-no attributes.
+with XLA, calls them and pairs them in a jax.custom_vjp so that grad works.
+The handlers take no attributes.
 """
-
-from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -27,25 +23,15 @@ def softmax(x: ArrayLike) -> jax.Array:
     by shard, with no communication, gradient included; a sharded last axis
     is gathered first (each row must be whole on one device).
     """
-    return rowwise.apply(_softmax, jnp.asarray(x))
-
-
-@jax.custom_jvp
-def _forward(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(y, m): the output and the maximum per row, which the backward reuses."""
-    return rowwise.forward(x)
-
-
-@jax.custom_jvp
-def _backward(x: jax.Array, m: jax.Array, cotangent: jax.Array) -> jax.Array:
-    return rowwise.backward(x, m, cotangent)
+    return _softmax(jnp.asarray(x))
 
 
 # Second derivatives differentiate both handler calls: their derivatives are
 # plain JAX; first-order gradients never evaluate them.
 def _backward_formula(x: jax.Array, m: jax.Array, cotangent: jax.Array) -> jax.Array:
     """What the backward handler computes: y * (g - sum(g * y)), y = softmax(x)
-    from m. y does not depend on m (a shift that cancels), hence its stop_gradient."""
+    from m, the maximum per row. y does not depend on m (a shift that
+    cancels), hence its stop_gradient."""
     r = jax.lax.stop_gradient(m)[..., None]
     xc, gc = x.astype(r.dtype), cotangent.astype(r.dtype)
     e = jnp.exp(xc - r)
@@ -53,44 +39,11 @@ def _backward_formula(x: jax.Array, m: jax.Array, cotangent: jax.Array) -> jax.A
     return (y * (gc - jnp.sum(gc * y, axis=-1, keepdims=True))).astype(x.dtype)
 
 
-@_forward.defjvp
-def _forward_jvp(
-    primals: tuple[jax.Array], tangents: tuple[jax.Array]
-) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
-    (x,), (t,) = primals, tangents
-    y, m = _forward(x)
-    # The y tangent is the backward formula with t as the cotangent (the
-    # Jacobian of softmax is symmetric). m only shifts what the backward
-    # computes, which cancels: its tangent is taken as 0.
-    return (y, m), (_backward_formula(x, m, t), jnp.zeros_like(m))
+def _forward_tangents(x: jax.Array, m: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The tangents of (y, m): the y tangent is the backward formula with t as
+    the cotangent (the Jacobian of softmax is symmetric). m only shifts what
+    the backward computes, which cancels: its tangent is taken as 0."""
+    return _backward_formula(x, m, t), jnp.zeros_like(m)
 
 
-@_backward.defjvp
-def _backward_jvp(
-    primals: tuple[jax.Array, jax.Array, jax.Array],
-    tangents: tuple[jax.Array, jax.Array, jax.Array],
-) -> tuple[jax.Array, jax.Array]:
-    _, dx_t = jax.jvp(_backward_formula, primals, tangents)
-    return _backward(*primals), dx_t
-
-
-@jax.custom_vjp
-def _softmax(x: jax.Array) -> jax.Array:
-    return _forward(x)[0]
-
-
-# The residuals: x and the maximum per row.
-Residuals: TypeAlias = tuple[jax.Array, jax.Array]
-
-
-def _softmax_fwd(x: jax.Array) -> tuple[jax.Array, Residuals]:
-    y, m = _forward(x)
-    return y, (x, m)
-
-
-def _softmax_bwd(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array]:
-    x, m = residuals
-    return (_backward(x, m, cotangent),)
-
-
-_softmax.defvjp(_softmax_fwd, _softmax_bwd)
+_softmax = rowwise.differentiable(_backward_formula, _forward_tangents)

@@ -2,10 +2,8 @@
 
     y = x * sigmoid(x)    element by element
 
-It is the obvious formula, differentiated by JAX's own autodiff. Keep it
-independent of silu.py (no shared helpers), so a bug in one cannot hide in
-the other. bfloat16 is computed in float32 and rounded once at the end, like
-the handler.
+jax.nn.sigmoid, differentiated by JAX's own autodiff; bfloat16 is computed
+in float32 and rounded once at the end, like the handler.
 """
 
 import jax

@@ -1,13 +1,9 @@
 """SiLU, x * sigmoid(x) element by element, computed by C++ XLA FFI handlers.
 
 The handlers' rows are csrc/silu_kernels.h; rowwise.py registers them with
-XLA and calls them (jax.ffi.ffi_call emits a custom call), and the
-jax.custom_vjp below pairs the forward handler with the backward one so that
-grad works (an ffi_call has no autodiff rule of its own). The handlers take
-no attributes, and need no residual (it is 0).
+XLA, calls them and pairs them in a jax.custom_vjp so that grad works. The
+handlers take no attributes, and need no residual (it is 0).
 """
-
-from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -24,18 +20,7 @@ def silu(x: ArrayLike) -> jax.Array:
     computed shard by shard, whichever axes are split, with no
     communication, gradient included, and the result is sharded like x.
     """
-    return rowwise.apply(_silu, jnp.asarray(x))
-
-
-@jax.custom_jvp
-def _forward(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(y, residual): the output, and the residual (0: the backward needs only x)."""
-    return rowwise.forward(x)
-
-
-@jax.custom_jvp
-def _backward(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -> jax.Array:
-    return rowwise.backward(x, residual, cotangent)
+    return _silu(jnp.asarray(x))
 
 
 def _derivative(x: jax.Array) -> jax.Array:
@@ -54,41 +39,12 @@ def _backward_formula(x: jax.Array, residual: jax.Array, cotangent: jax.Array) -
     return (cotangent.astype(d.dtype) * d).astype(x.dtype)
 
 
-@_forward.defjvp
-def _forward_jvp(
-    primals: tuple[jax.Array], tangents: tuple[jax.Array]
-) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
-    (x,), (t,) = primals, tangents
-    y, residual = _forward(x)
-    return (y, residual), (_backward_formula(x, residual, t), jnp.zeros_like(residual))
-
-
-@_backward.defjvp
-def _backward_jvp(
-    primals: tuple[jax.Array, jax.Array, jax.Array],
-    tangents: tuple[jax.Array, jax.Array, jax.Array],
+def _forward_tangents(
+    x: jax.Array, residual: jax.Array, t: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    _, dx_t = jax.jvp(_backward_formula, primals, tangents)
-    return _backward(*primals), dx_t
+    """The tangents of (y, residual): y's is the backward formula with t as
+    the cotangent (the Jacobian is diagonal); the residual is always 0."""
+    return _backward_formula(x, residual, t), jnp.zeros_like(residual)
 
 
-@jax.custom_vjp
-def _silu(x: jax.Array) -> jax.Array:
-    return _forward(x)[0]
-
-
-# The residuals: x and the forward's residual.
-Residuals: TypeAlias = tuple[jax.Array, jax.Array]
-
-
-def _silu_fwd(x: jax.Array) -> tuple[jax.Array, Residuals]:
-    y, residual = _forward(x)
-    return y, (x, residual)
-
-
-def _silu_bwd(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array]:
-    x, residual = residuals
-    return (_backward(x, residual, cotangent),)
-
-
-_silu.defvjp(_silu_fwd, _silu_bwd)
+_silu = rowwise.differentiable(_backward_formula, _forward_tangents)
