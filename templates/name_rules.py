@@ -30,7 +30,7 @@ MACHINERY_MODULES = frozenset(
         "reference", "hlo", "tune", "block_table", "partitioning", "artifact",
         "ffi_target", "kernel", "conformance", "oracle", "compare", "op_spec",
         "conftest", "support_table", "multiprocess_worker", "bench", "sharded_step",
-        "rowwise", "plot", "devices",
+        "rowwise", "plot", "devices", "composition", "backend", "target", "timing",
     }
 )  # fmt: skip
 # An op name is a module, a function and (upper-cased) a C++ macro prefix.

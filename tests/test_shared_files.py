@@ -54,6 +54,7 @@ SKIPPED = {
     ),
 }
 
+
 def shared_sources():
     """Each shared file's path in a project -> its text in the package, as written."""
     sources = {target: PACKAGE / "opcheck" / name for name, target in SHARED["ENGINE"].items()}
