@@ -10,6 +10,8 @@ import difflib
 import hashlib
 import json
 import runpy
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO
@@ -152,3 +154,24 @@ def test_no_template_file_is_a_copy_of_another():
             continue
         other = seen.setdefault(hashlib.sha256(data).hexdigest(), path)
         assert other == path, f"{path} is a copy of {other}: make one a link to the other"
+
+
+def test_the_shared_conftest_applies_a_projects_jax_default_device(tmp_path):
+    # ffi's tests check its CPU handler even where a GPU is the default:
+    # its pyproject.toml says jax_default_device = "cpu", which the shared
+    # conftest reads (no template keeps its own conftest for it).
+    rung = next(r for r in available() if r.template == "ffi")
+    project = scaffold(rung, tmp_path, {})
+    probe = project / "tests" / "test_probe.py"
+    probe.write_text(
+        "import jax\n\n\ndef test_default_device():\n"
+        '    assert jax.config.jax_default_device == "cpu"\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(probe)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
