@@ -329,11 +329,9 @@ def main():
     check_bad_input(params, x, y)
     step = check_donation(params, x, y)  # last use of params: they are donated
     check_training(step, key_train, x, y)
-    if _failures:
-        print(f"\n{len(_failures)} check(s) FAILED: {_failures}")
-        sys.exit(1)
-    print("\nall checks passed")
+    print(f"\n{len(_failures)} check(s) FAILED: {_failures}" if _failures else "\nall checks passed")
+    return 1 if _failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

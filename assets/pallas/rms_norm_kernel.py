@@ -607,11 +607,9 @@ def main():
     check_tpu_lowering(rng)
     check_transforms(rng)
     check_bad_inputs(rng)
-    if _failures:
-        print(f"\n{len(_failures)} check(s) FAILED: {_failures}")
-        sys.exit(1)
-    print("\nall checks passed")
+    print(f"\n{len(_failures)} check(s) FAILED: {_failures}" if _failures else "\nall checks passed")
+    return 1 if _failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
