@@ -21,11 +21,12 @@ reported; on an accelerator both versions are also timed (warm-up, then the medi
 repeated calls, each ended by `jax.block_until_ready`).
 """
 
-import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
 
 import jax
 import jax.numpy as jnp
@@ -34,22 +35,14 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from prefix_sum import prefix_sum
 from reference import error_bound, prefix_sum_f64, prefix_sum_reference
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.devices import mesh_devices
 from shared.hlo import collectives
-from shared.timing import median_seconds
+from shared.timing import bench_arguments, median_seconds
 
 # Before anything starts the backend: the CPU backend only reads this once.
 jax.config.update("jax_num_cpu_devices", 8)
 
 LAYOUTS = [((1, 8), P(None, "seq")), ((2, 4), P("rows", "seq"))]
-
-
-def pick_devices():
-    accelerator = jax.devices()
-    if accelerator[0].platform != "cpu" and len(accelerator) >= 8:
-        return accelerator[:8]
-    return jax.devices("cpu")[:8]
 
 
 def programs(prefix):
@@ -123,16 +116,14 @@ def run_case(devices, mesh_shape, spec, rows, length, compile_repeats, time_repe
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two sizes")
-    args = parser.parse_args()
+    args = bench_arguments(__doc__, quick="two sizes").parse_args()
     if args.quick:
         sizes, compile_repeats, time_repeats = [(8, 1 << 12), (64, 1 << 16)], 1, 20
     else:
         sizes = [(8, 1 << 12), (64, 1 << 16), (16, 1 << 20), (1024, 1 << 14)]
         compile_repeats, time_repeats = 3, 100
 
-    devices = pick_devices()
+    devices = mesh_devices(8)
     platform = devices[0].platform
     print(f"jax {jax.__version__}; {len(devices)} {platform} devices; float32 input (rows, length)")
     print("bytes: per device, summed over the compiled program's collectives (result sizes);")

@@ -1,5 +1,6 @@
 """Shared test setup: eight simulated CPU devices, the CPU as the default device, float64
-(the seeded `rng` fixture is examples/conftest.py's).
+(the seeded `rng` fixture, and the worst error printed after the run, are
+examples/conftest.py's).
 
 `jax_num_cpu_devices` only takes effect before JAX starts its backend, which is why it is set
 here: pytest imports conftest.py before the test modules, and nothing before it touches a
@@ -14,16 +15,7 @@ rule's math, which the simulated devices show, not the accelerator's arithmetic.
 """
 
 import jax
-from reference import WORST
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_default_device", "cpu")
-
-
-def pytest_terminal_summary(terminalreporter):
-    if WORST["test"]:
-        terminalreporter.write_line(
-            f"prefix_sum: worst error {100 * WORST['fraction']:.1f}% of its bound, "
-            f"in {WORST['test']}"
-        )

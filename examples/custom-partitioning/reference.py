@@ -21,11 +21,11 @@ tests use (512) its own error is a small part of the bound.
 """
 
 import math
-import os
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from shared.worst import Worst
 
 __all__ = [
     "WORST",
@@ -68,7 +68,7 @@ def error_bound(x, dtype, *, reverse=False, devices=8):
 
 
 # The worst fraction of its bound any comparison used: conftest.py prints it after the run.
-WORST = {"fraction": 0.0, "test": ""}
+WORST = Worst("prefix_sum")
 
 
 def assert_within(got, want, bound):
@@ -85,9 +85,7 @@ def assert_within(got, want, bound):
         return
     ratio = error / bound
     fraction = float(np.max(ratio))
-    if WORST["fraction"] < fraction <= 1.0:  # failures are reported by the assert below
-        test = os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0]
-        WORST.update(fraction=fraction, test=test)
+    WORST.record(fraction)
     worst = int(np.argmax(ratio))
     assert fraction <= 1.0, (
         f"error {error[worst]:.3e} exceeds the bound {bound[worst]:.3e}: "

@@ -11,7 +11,6 @@ Memory is XLA's compile-time buffer assignment (argument + output - alias + temp
 `jax.jit(...).lower(...).compile().memory_analysis()`; it is the same on every run.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from deq import cell, deq_layer, init_params
 from reference import deq_layer_unrolled, numpy_deq_grads, numpy_deq_solution
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
-from shared.timing import median_times
+from shared.timing import bench_arguments, median_times
 
 TOL = 1e-5  # float32 throughout, as a DEQ would usually be trained
 
@@ -100,9 +99,7 @@ def run_case(batch, hidden, features, contraction, repeats, seed=0):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one size, three problems")
-    args = parser.parse_args()
+    args = bench_arguments(__doc__, quick="one size, three problems").parse_args()
 
     if args.quick:
         sizes, contractions, repeats = [(16, 64, 32)], [0.5, 0.9, 0.97], 5

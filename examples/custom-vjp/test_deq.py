@@ -7,6 +7,7 @@ import pytest
 from deq import cell, deq_layer, init_params
 from jax.test_util import check_grads
 from reference import deq_layer_unrolled, numpy_deq_grads, numpy_deq_solution
+from shared.devices import assert_the_default_device_is_the_cpu
 
 DTYPES = [np.float32, np.float64]
 # Relative stopping tolerance per dtype: ~80 float32 epsilons; ~45000 float64 epsilons.
@@ -217,9 +218,4 @@ def test_reverse_mode_memory_grows_with_iterations_only_when_unrolled():
 
 
 def test_the_tests_run_on_the_cpu_device_whatever_the_host():
-    """conftest.py makes the CPU the default device, so that on a host whose default backend is
-    an accelerator (a TPU: emulated float64, bfloat16-pass float32 matmuls) these tests still
-    check the math at the tolerances they declare."""
-    default = jax.config.jax_default_device
-    assert getattr(default, "platform", default) == "cpu"
-    assert jnp.zeros((), jnp.float64).devices() == {jax.devices("cpu")[0]}
+    assert_the_default_device_is_the_cpu()  # as conftest.py sets it

@@ -18,7 +18,6 @@ Everything runs on the CPU device, also where the default backend is a GPU: the 
 CPU-only, and the three solvers are compared on one device.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from reference import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
-from shared.timing import median_seconds  # noqa: E402
+from shared.timing import bench_arguments, median_seconds  # noqa: E402
 
 try:
     from tridiagonal import tridiagonal_solve
@@ -104,9 +103,7 @@ def run_heat(rods, n, steps, repeats, rng):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes")
-    args = parser.parse_args()
+    args = bench_arguments(__doc__, quick="small sizes").parse_args()
     rng = np.random.default_rng(0)
 
     if args.quick:

@@ -18,7 +18,6 @@ Each line prints median milliseconds and the ratios segsum / prim and dense / pr
 the primitive is faster), after checking that the three versions agree.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from diffusion import diffusion_matrix, explicit_steps, fit_loss, grid_graph
 from reference import dense_matvec, segment_sum_matvec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
-from shared.timing import median_seconds
+from shared.timing import bench_arguments, median_seconds
 
 TAU = 0.1  # explicit steps are stable: tau * largest eigenvalue of L <= 0.1 * 2 * 4 * 1.25 < 2
 
@@ -90,9 +89,7 @@ def run(side, k, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one small graph, few repeats")
-    args = parser.parse_args()
+    args = bench_arguments(__doc__, quick="one small graph, few repeats").parse_args()
     # (grid side, signals, repeats): fewer repeats where one call takes seconds.
     cases = [(32, 8, 5)] if args.quick else [(32, 8, 30), (64, 8, 30), (256, 8, 10), (256, 64, 3)]
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, float32, median ms")

@@ -9,6 +9,7 @@ import pytest
 from csr import CSR, csr_from_dense, csr_matvec, csr_matvec_p
 from jax.test_util import check_grads
 from reference import dense_matvec, numpy_csr_matvec, segment_sum_matvec
+from shared.devices import assert_the_default_device_is_the_cpu
 
 F32, F64 = np.float32, np.float64
 TOL = {F32: 2e-6, F64: 1e-13}  # max error relative to max |want|
@@ -243,9 +244,4 @@ def test_pin_jax_experimental_sparse_csr_matvec_has_no_batching_rule(rng):
 
 
 def test_the_tests_run_on_the_cpu_device_whatever_the_host():
-    """conftest.py makes the CPU the default device, so that on a host whose default backend is
-    an accelerator (a TPU: emulated float64, bfloat16-pass float32 matmuls) these tests still
-    check the math at the tolerances they declare."""
-    default = jax.config.jax_default_device
-    assert getattr(default, "platform", default) == "cpu"
-    assert jnp.zeros((), jnp.float64).devices() == {jax.devices("cpu")[0]}
+    assert_the_default_device_is_the_cpu()  # as conftest.py sets it

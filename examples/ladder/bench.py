@@ -11,8 +11,8 @@ For each rung (a module in this folder), float32 x: (rows, d), w: (d,), cotangen
 - saved MiB: what jax.vjp keeps for the backward pass (its residuals, x and w included).
 - temp, peak MiB: compiled.memory_analysis() of the value_and_grad program on one device.
 - comm B: bytes of the collectives in the compiled value_and_grad program on an 8-device mesh
-  (devices.py: the default platform's devices where it has 8, else simulated CPU devices) with
-  the rows of x and dy sharded, from the optimized HLO (shared/hlo.py).
+  (shared/devices.py: the default platform's devices where it has 8, else simulated CPU
+  devices) with the rows of x and dy sharded, from the optimized HLO (shared/hlo.py).
 - lines: lines of code of the rung's module (no blanks, comments or docstrings; + C++).
 - fwd, v&g B/s: the least bytes each moves (x, w and dy read; y, or the gradients, written)
   per second, as a share of the chip's peak HBM bandwidth (the PEAKS table of the templates'
@@ -27,7 +27,6 @@ is not the CPU, its row is left out (JAX_PLATFORMS=cpu times every rung on the C
 --plot draws it (plot.py; needs matplotlib, which the kit's docs extra has).
 """
 
-import argparse
 import ast
 import datetime
 import importlib
@@ -43,18 +42,17 @@ from pathlib import Path
 import jax
 
 jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/, for shared/ (oracle.py imports it)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import oracle  # noqa: E402
-from devices import mesh_devices  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # examples/, for shared/
+from shared.devices import mesh_devices  # noqa: E402
 from shared.hlo import total_bytes  # noqa: E402
-from shared.timing import median_times  # noqa: E402
+from shared.timing import bench_arguments, median_times  # noqa: E402
 
 # rung module: what it bought over the rung below
 RUNGS = {
@@ -195,8 +193,7 @@ def results_record(rows, d, rounds, figures, forward, backward):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds (CI)")
+    parser = bench_arguments(__doc__, quick="small sizes, few rounds (CI)")
     parser.add_argument("--json", metavar="FILE.json", help="also write the table as JSON")
     parser.add_argument("--plot", metavar="FILE.svg", help="also draw it (needs matplotlib)")
     args = parser.parse_args()

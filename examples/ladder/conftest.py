@@ -4,13 +4,12 @@ module is missing (the seeded `rng` fixture is examples/conftest.py's).
 `jax_num_cpu_devices` only takes effect before JAX starts its backend: pytest imports
 conftest.py before the test modules, and nothing before it touches a device. The tests run on
 the default device; the sharding test's mesh is the default platform's devices where it has 8,
-else these simulated CPU devices (devices.py), and the FFI rung, whose handlers are CPU-only,
+else these simulated CPU devices (shared/devices.py), and the FFI rung, whose handlers are CPU-only,
 runs on the CPU device (test_ladder.py's `rung` fixture).
 """
 
 import jax
-from devices import SIMULATED_MESHES
-from oracle import WORST
+from shared.devices import SIMULATED_MESHES
 
 jax.config.update("jax_num_cpu_devices", 8)
 
@@ -26,10 +25,6 @@ def pytest_terminal_summary(terminalreporter):
     for platform, count in SIMULATED_MESHES.items():
         terminalreporter.write_line(
             f"sharding: meshes of simulated CPU devices, as {platform} has {count} device(s)"
-        )
-    if WORST["test"]:
-        terminalreporter.write_line(
-            f"oracle: worst error {100 * WORST['fraction']:.1f}% of tolerance in {WORST['test']}"
         )
     if FFI_MISSING:
         terminalreporter.write_line(f"examples/ladder: FFI rung SKIPPED: {FFI_MISSING}")

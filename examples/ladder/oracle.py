@@ -11,16 +11,15 @@ Nothing here uses JAX, so no JAX bug (the XLA:CPU miscompilation of jit(grad) of
 formulation at >= 4096 rows, for one) can make the oracle agree with a wrong answer.
 """
 
-import os
-
 import numpy as np
+from shared.worst import Worst
 
 EPS = 1e-6
 # float32 results: |got - want| <= RTOL * (|want| + max|want|), per element. The second term
 # scales with the array, as the sums over d (in dx) and over rows (in dw) need.
 RTOL = 2e-6
 # The worst error/tolerance any check saw, and where (conftest.py prints it after a run).
-WORST = {"fraction": 0.0, "test": None}
+WORST = Worst("oracle")
 
 
 def rms_norm(x, w, eps=EPS):
@@ -51,6 +50,5 @@ def error_fraction(got, want, rtol=RTOL):
 
 def assert_close(got, want, rtol=RTOL):
     fraction = error_fraction(got, want, rtol)
-    if fraction > WORST["fraction"]:
-        WORST.update(fraction=fraction, test=os.environ.get("PYTEST_CURRENT_TEST", "?"))
+    WORST.record(fraction)
     assert fraction <= 1.0, f"error is {fraction:.3g} x the tolerance (rtol {rtol:g})"

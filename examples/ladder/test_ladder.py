@@ -9,7 +9,6 @@ import functools
 import importlib
 import re
 
-import devices
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +18,7 @@ from conftest import FFI_MISSING
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
+from shared import devices
 from shared.hlo import collectives
 
 OK = "ok"
@@ -28,7 +28,7 @@ NO_JVP = (TypeError, "can't apply forward-mode autodiff (jvp) to a custom_vjp fu
 BROADCAST = (ValueError, "Incompatible shapes for broadcasting")
 
 # rung: module, then one entry per transformation (jit and grad: every rung). grad2: grad of
-# grad; jvp: forward mode; sharding: rows sharded on 8 devices (devices.py: the simulated CPU
+# grad; jvp: forward mode; sharding: rows sharded on 8 devices (shared/devices.py: the simulated CPU
 # devices where the default platform has fewer); bad_w: w of the wrong shape.
 SUPPORTS = {
     "reference": {"grad2": OK, "vmap": OK, "jvp": OK, "sharding": LOCAL, "bad_w": BROADCAST},

@@ -20,33 +20,27 @@ cores, so the sharded versions cannot beat one device there; compare shard_map w
 which pay the same costs.
 """
 
-import argparse
 import statistics
 import sys
 import time
 from functools import partial
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+
 import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from reference import simulate_reference
-from wave2d import SPEC, _simulate, courant_squared, start_at_rest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
+from shared.devices import mesh_devices
 from shared.hlo import collectives
+from shared.timing import bench_arguments
+from wave2d import SPEC, _simulate, courant_squared, start_at_rest
 
 # Before anything starts the backend: the CPU backend only reads this once.
 jax.config.update("jax_num_cpu_devices", 8)
 
 MESH_SHAPE = (2, 4)
-
-
-def pick_devices():
-    accelerator = jax.devices()
-    if accelerator[0].platform != "cpu" and len(accelerator) >= 8:
-        return accelerator[:8]
-    return jax.devices("cpu")[:8]
 
 
 def initial_state(n):
@@ -115,12 +109,10 @@ def human(n):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one small grid")
-    args = parser.parse_args()
+    args = bench_arguments(__doc__, quick="one small grid").parse_args()
     sizes, steps, repeats = ([256], 100, 5) if args.quick else ([256, 1024, 2048], 200, 7)
 
-    devices = pick_devices()
+    devices = mesh_devices(8)
     print(
         f"jax {jax.__version__}; {len(devices)} {devices[0].platform} devices, mesh "
         f"{MESH_SHAPE}; float32 (n, n) grid, {steps} steps per call, median of {repeats} calls"

@@ -1,29 +1,15 @@
-"""Shared test setup: eight simulated CPU devices, float64 (the seeded `rng` fixture is
-examples/conftest.py's).
-
-`jax_num_cpu_devices` only takes effect before JAX starts its backend, which is why it is set
-here: pytest imports conftest.py before the test modules, and nothing before it touches a
-device. (XLA_FLAGS=--xla_force_host_platform_device_count=8 does the same.) float64 is for the
-float64 cases; every array the tests build has an explicit dtype.
-
-The tests run on those CPU devices whatever the host: the meshes are built from
-`jax.devices("cpu")` (test_wave2d.make_mesh), and the CPU is the default device, so the
-single-device reference runs there too. A host with one accelerator has no 8-device mesh, and
-float64 on a TPU is emulated (not IEEE): the tests check the halo exchange's math and the
-compiled program's collectives, which the simulated devices show, not the accelerator's
-arithmetic. bench.py is what uses an accelerator's devices when it has eight.
+"""Shared test setup, as in examples/custom-partitioning: eight simulated CPU devices (set
+before JAX starts its backend, which pytest's import of conftest.py precedes), float64 for the
+float64 cases, and the CPU as the default device. The meshes are `jax.devices("cpu")`
+(test_wave2d.make_mesh) whatever the host, so the tests check the halo exchange's math and the
+compiled program's collectives, not an accelerator's arithmetic (a host with one accelerator
+has no 8-device mesh; a TPU emulates float64). bench.py uses an accelerator's devices where it
+has eight. The seeded `rng` fixture, and the worst error printed after the run, are
+examples/conftest.py's.
 """
 
 import jax
-from reference import WORST
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_default_device", "cpu")
-
-
-def pytest_terminal_summary(terminalreporter):
-    if WORST["test"]:
-        terminalreporter.write_line(
-            f"wave2d: worst error {100 * WORST['fraction']:.1f}% of its bound, in {WORST['test']}"
-        )

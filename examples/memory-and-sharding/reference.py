@@ -12,17 +12,16 @@
    where cos(theta) = 1 - c2 mu / 2. No simulation involved.
 """
 
-import os
-
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from shared.worst import Worst
 
 __all__ = ["WORST", "assert_close", "simulate_numpy", "simulate_reference", "standing_wave"]
 
 # The largest error / bound seen by assert_close in this process, and the test that saw it
 # (conftest.py prints it after the run).
-WORST = {"fraction": 0.0, "test": ""}
+WORST = Worst("wave2d")
 
 
 def laplacian_reference(u):
@@ -64,7 +63,5 @@ def assert_close(got, want, *, scale, steps):
         g = np.asarray(g)
         bound = steps * np.finfo(g.dtype).eps * scale
         error = float(np.max(np.abs(g.astype(np.float64) - np.asarray(w, np.float64))))
-        if error / bound > WORST["fraction"]:
-            test = os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0]
-            WORST.update(fraction=error / bound, test=test)
+        WORST.record(error / bound)
         assert error <= bound, f"error {error:.3e} > bound {bound:.3e}"

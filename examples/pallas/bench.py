@@ -15,7 +15,6 @@ about a TPU: the script then checks correctness at small sizes and prints the in
 time only.
 """
 
-import argparse
 import functools
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from flash_attention import flash_attention
 from reference import attention_reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for shared/
-from shared.timing import median_seconds
+from shared.timing import bench_arguments, median_seconds
 
 
 def make_fns(attention, do):
@@ -129,8 +128,7 @@ def bench_interpret(sizes, block_q, block_k, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    parser = bench_arguments(__doc__, quick="fewer sizes and repeats")
     parser.add_argument("--block-q", type=int, default=128)
     parser.add_argument("--block-k", type=int, default=128)
     args = parser.parse_args()

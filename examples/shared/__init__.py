@@ -1,7 +1,9 @@
 """What several examples use, kept once: not an example itself (no tests, no bench.py).
 
+- devices.py: the devices a mesh is built from, and the check that tests run on the CPU;
 - hlo.py: the collectives in a compiled program's HLO text, and the bytes each produces;
-- timing.py: the median time of jitted calls, as the examples' bench.py report it;
+- timing.py: the median time of jitted calls, and the --quick command line of every bench.py;
+- worst.py: the worst error / bound a test run saw, which examples/conftest.py prints;
 - xla_ffi_module.cmake: the CMake that builds an XLA FFI extension module (examples/ffi and
   the ladder's FFI rung).
 

@@ -1,13 +1,15 @@
 """The median time of jitted calls, as the examples' bench.py report it: a warm-up call first
 (it compiles), then repeated calls, each ended by `jax.block_until_ready` (JAX dispatches
-asynchronously: without it a call's time would be that of queueing the work)."""
+asynchronously: without it a call's time would be that of queueing the work). And their
+command line: each takes --quick, the few sizes and repeats its test runs."""
 
+import argparse
 import statistics
 import time
 
 import jax
 
-__all__ = ["median_seconds", "median_times"]
+__all__ = ["bench_arguments", "median_seconds", "median_times"]
 
 
 def median_times(programs, args, repeats):
@@ -28,3 +30,11 @@ def median_times(programs, args, repeats):
 def median_seconds(fn, args, repeats):
     """Median seconds of one call of fn(*args), after a warm-up call."""
     return median_times({"fn": fn}, args, repeats)["fn"]
+
+
+def bench_arguments(doc, quick):
+    """A bench.py's command line: its docstring's first line as the description, and
+    --quick, whose help says what a quick run leaves out."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
