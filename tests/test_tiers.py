@@ -25,14 +25,12 @@ def set_version(clone, version):
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
-    """A clone of this checkout whose two newest commits are releases (each
-    sets a new __version__), so that nothing has changed since the one before
-    HEAD's either."""
+    """A clone of this checkout whose newest commit is a release (it sets a new
+    __version__)."""
     clone = tmp_path_factory.mktemp("tiers") / "kit"
     git(REPO, "clone", "-q", "--no-hardlinks", str(REPO), str(clone))
-    for version in ("98.0", "99.0"):
-        set_version(clone, version)
-        git(clone, "commit", "-qam", f"release {version}")
+    set_version(clone, "99.0")
+    git(clone, "commit", "-qam", "release 99.0")
     return clone
 
 
@@ -56,7 +54,7 @@ def test_nothing_changed_since_the_release_selects_no_battery(kit):
     chosen = select(kit)
     assert chosen.reasons == {}
     assert chosen.tier == "quick"
-    assert "the release before HEAD's release" in chosen.describe(TEMPLATES)[0]
+    assert "the last release's commit" in chosen.describe(TEMPLATES)[0]
 
 
 def test_a_changed_template_file_selects_that_template_only(kit):
@@ -98,21 +96,20 @@ def test_a_committed_change_counts_as_well_as_a_new_file(kit):
         "src/jax_ladder/project_files/noxfile.py",
         "templates/shared_files.py",
         "templates/pre_gen_project.py",
+        "tests/mutation.py",
+        "src/jax_ladder/scaffold.py",
     ],
 )
-def test_what_every_project_shares_selects_every_template(kit, shared):
-    # The conformance matrix and the other shared files live once in the
-    # package, and every template's projects get them.
+def test_shared_machinery_selects_no_battery_and_is_named(kit, shared):
+    # What every project shares (the conformance matrix lives once in the
+    # package) and the kit's machinery: the quick tier runs every template's
+    # default combination on it; its batteries are the full tier's, which the
+    # run's first lines say.
     append(kit / shared)
-    assert sorted(select(kit).reasons) == sorted(TEMPLATES)
-
-
-@pytest.mark.parametrize("machinery", ["tests/mutation.py", "src/jax_ladder/scaffold.py"])
-def test_shared_machinery_selects_every_template(kit, machinery):
-    append(kit / machinery)
     chosen = select(kit)
-    assert sorted(chosen.reasons) == sorted(TEMPLATES)
-    assert machinery in chosen.reasons["ffi"]
+    assert chosen.reasons == {}
+    assert chosen.shared == (shared,)
+    assert any(shared in line and "--full" in line for line in chosen.describe(TEMPLATES))
 
 
 def release_changing(kit, path):
@@ -122,20 +119,11 @@ def release_changing(kit, path):
     git(kit, "commit", "-qam", "release 100.0")
 
 
-def test_a_release_at_head_selects_what_it_contains(kit):
-    # The submission that ends with its release commit: nothing moved after
-    # the release, so the release's own changes select their batteries.
+def test_a_release_selects_no_battery(kit):
+    # The submission that ends with its release commit: the full tier, which
+    # the release workflow runs, covers what the release contains.
     release_changing(kit, "templates/pallas/mutations.toml")
-    chosen = select(kit)
-    assert list(chosen.reasons) == ["pallas"]
-    assert "the release before HEAD's release" in chosen.describe(TEMPLATES)[0]
-
-
-def test_docs_after_the_release_keep_it_at_head(kit):
-    release_changing(kit, "templates/pallas/mutations.toml")
-    append(kit / "README.md", "\nThe doctor sample of the release.\n")
-    git(kit, "commit", "-qam", "README sample")
-    assert list(select(kit).reasons) == ["pallas"]
+    assert select(kit).reasons == {}
 
 
 def test_a_change_after_the_release_is_compared_with_the_release(kit):

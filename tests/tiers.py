@@ -13,19 +13,19 @@ every combination type-checked, the second op, adopt, the
 wheels and the FFI's native checks. The full tier runs every battery, and
 the conformance matrix in every covering combination (the quick tier, only in
 the default and the skeleton); the quick tier runs the battery of each
-template that is *selected*:
+template that is *selected*: a file under templates/<rung>/ (or a file one of
+its links points to) changed since the last release, the commit that set the
+current `__version__` (CI's clone has the history but no tags; uncommitted
+and untracked files count as changes).
 
-- a file under templates/<rung>/ changed since the last release, the commit
-  that set the current `__version__` (CI's clone has the history but no tags;
-  uncommitted and untracked files count as changes), or
-- shared machinery changed since then (SHARED_MACHINERY below: the kit's
-  generation and test machinery, and the files every project shares, which
-  live once in the package, templates/shared_files.py says how): every
-  template is selected;
-- where neither selects anything, the release is at HEAD (only the version,
-  docs or samples moved after it): the same two rules then compare with the
-  release before it, so the submission that ends with a release runs the
-  batteries of everything that release contains.
+The quick tier is held to CI's time budget (two cores, well under 20
+minutes). So a change to shared machinery (SHARED_MACHINERY below: what every
+project shares, and the kit's generation and test machinery) selects no
+battery there, and a release selects none either: the quick run names the
+changed shared files in its first lines, and `./scripts/test --full`, which
+the release workflow runs before anything is published, runs every battery.
+(When a release or shared machinery selected all seven, a quick run took
+1,838 s of pytest on two cores; one that selects none takes about 880.)
 
 A test joins a battery with the marker `battery(<rung>)`; tests/conftest.py
 deselects the batteries this rule leaves out and prints the rule's choice at
@@ -53,7 +53,9 @@ VERSION_FILE = "src/jax_ladder/__init__.py"
 VERSION_LINE = "^__version__ = "  # git log -G: the commits that moved the version
 
 # The kit's code that generates every project or checks every battery: a
-# change here can break any template's projects, so every battery runs.
+# change here can break any template's projects. The quick tier runs every
+# template's default combination, and names these files in its first line;
+# every battery runs in the full tier.
 SHARED_MACHINERY = (
     "src/jax_ladder/scaffold.py",
     "src/jax_ladder/generation.py",
@@ -82,6 +84,7 @@ class Selection:
     tier: str  # "quick" or "full"
     since: str  # what the changes were compared with
     reasons: dict[str, str]  # template -> why its battery runs
+    shared: tuple[str, ...] = ()  # shared machinery changed, which the full tier covers
 
     def battery(self, template: str) -> bool:
         return template in self.reasons
@@ -105,6 +108,9 @@ class Selection:
             why = self.reasons.get(name, "unchanged: default combination only")
             runs = "full battery" if name in self.reasons else "quick"
             lines.append(f"  {name:<20} {runs:<13} {why}")
+        if self.shared:
+            shown = ", ".join(self.shared[:3]) + ", ..." * (len(self.shared) > 3)
+            lines.append(f"  shared machinery changed ({shown}): run ./scripts/test --full")
         if self.tier == "quick":
             lines.append(
                 "  (./scripts/test --full runs every template's battery and the release path's"
@@ -163,28 +169,15 @@ def select(root: Path, templates: list[str], full: bool) -> Selection:
     if not commits:
         why = "no git history to compare with: every battery runs"
         return Selection("quick", "nothing (no history)", dict.fromkeys(templates, why))
-    last = _select_since(root, templates, commits[0], "the last release's commit")
-    if last.reasons or len(commits) < 2:
-        return last
-    # Nothing a battery tests moved after the release: it is the release at
-    # HEAD, so its own contents are what this run must cover.
-    return _select_since(root, templates, commits[1], "the release before HEAD's release, commit")
-
-
-def _select_since(root: Path, templates: list[str], commit: str, what: str) -> Selection:
-    """The two rules, for the changes since `commit`."""
-    version = _git(root, "show", "-s", "--format=%h", commit).stdout.strip()
-    since = f"{what} {version}"
-    changed = changed_since(root, commit)
-    shared = [p for p in changed if shared_machinery(p)]
-    if shared:
-        why = f"shared machinery changed: {', '.join(shared[:3])}" + ", ..." * (len(shared) > 3)
-        return Selection("quick", since, dict.fromkeys(templates, why))
+    version = _git(root, "show", "-s", "--format=%h", commits[0]).stdout.strip()
+    changed = changed_since(root, commits[0])
     reasons = {}
     for name in templates:
-        linked = linked_files(root, name)
+        # (Every template's hook links to the one pre-generation hook: shared.)
+        linked = {p for p in linked_files(root, name) if not shared_machinery(p)}
         own = [p for p in changed if p.startswith(f"templates/{name}/") or p in linked]
         if own:
             shown = ", ".join(p.removeprefix(f"templates/{name}/") for p in own[:3])
             reasons[name] = f"changed: {shown}" + ", ..." * (len(own) > 3)
-    return Selection("quick", since, reasons)
+    shared = tuple(p for p in changed if shared_machinery(p))
+    return Selection("quick", f"the last release's commit {version}", reasons, shared)
