@@ -15,56 +15,24 @@ jit placed there) is refused while lowering, with a NotImplementedError that say
 on the CPU, instead of failing in XLA with "No FFI handler registered ... on a platform CUDA".
 """
 
-import importlib
-import importlib.machinery
-import importlib.util
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from shared import cpu_ffi
 
 __all__ = ["TARGET", "load_extension", "tridiagonal_solve"]
 
 # Target names are process-wide: a distinctive one cannot collide with another project's.
 TARGET = "jax_ladder_example_tridiagonal_solve"
 
-EXTENSION = "_tridiagonal_ffi"
-STANDALONE_BUILD_DIR = Path(__file__).resolve().parent / "build"
-INSTALLED_MODULE = f"jax_ladder._ffi_example.{EXTENSION}"
-
-BUILD_HELP = (
-    f"the compiled extension {EXTENSION} was found neither in {STANDALONE_BUILD_DIR} nor as "
-    f"{INSTALLED_MODULE}. Build it either standalone, from the kit's root:\n"
-    "    cmake -S examples/ffi -B examples/ffi/build -DPython_EXECUTABLE=$(which python)\n"
-    "    cmake --build examples/ffi/build\n"
-    "or by installing the kit with the example build switched on (`pip install .`); "
-    "see examples/ffi/README.md"
-)
-
 
 def load_extension():
-    """The compiled module: the standalone build first, then the copy the kit installs.
-
-    The standalone build comes first so that a developer's fresh build wins over an older
-    installed one. It is loaded from its file, so examples/ffi/build never goes on sys.path.
-    """
-    spec = importlib.machinery.PathFinder.find_spec(EXTENSION, [str(STANDALONE_BUILD_DIR)])
-    if spec is not None:
-        try:
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        except ImportError as err:  # e.g. built against another jaxlib or Python
-            raise ImportError(
-                f"{spec.origin} failed to load ({err}); rebuild it, or delete "
-                f"{STANDALONE_BUILD_DIR} to use the kit's installed copy"
-            ) from err
-        return module
-    try:
-        return importlib.import_module(INSTALLED_MODULE)
-    except ImportError as err:
-        raise ImportError(f"{BUILD_HELP}\n(import of {INSTALLED_MODULE} said: {err})") from err
+    """The compiled module: the standalone build first (a developer's fresh build wins over an
+    older installed one), then the copy the kit installs."""
+    return cpu_ffi.load_extension(
+        Path(__file__).resolve().parent, "_tridiagonal_ffi", "jax_ladder._ffi_example"
+    )
 
 
 jax.ffi.register_ffi_target(
@@ -74,33 +42,15 @@ jax.ffi.register_ffi_target(
 SUPPORTED_DTYPES = (jnp.float32, jnp.float64)
 
 # --- CPU only -------------------------------------------------------------------------------
-# An identity on the operands whose only lowering is the CPU's (where it emits nothing): any
-# other lowering platform gets one clear refusal before XLA sees the custom call. An identity
-# is linear and commutes with vmap, so its JVP and batching rules pass everything through.
-_cpu_only_p = Primitive("tridiagonal_solve_cpu_only")
-_cpu_only_p.multiple_results = True
-_cpu_only_p.def_abstract_eval(lambda *avals: avals)
-# Eagerly too, the platform is that of the device the call runs on: compile the identity.
-_cpu_only_p.def_impl(lambda *operands: jax.jit(_cpu_only_p.bind)(*operands))
-batching.primitive_batchers[_cpu_only_p] = lambda operands, dims: (
-    _cpu_only_p.bind(*operands),
-    dims,
+# An identity on the operands that lowers only for the CPU: any other lowering platform gets
+# this one clear refusal before XLA sees the custom call (shared/cpu_ffi.py).
+_cpu_only_p = cpu_ffi.cpu_only_primitive(
+    "tridiagonal_solve_cpu_only",
+    "tridiagonal_solve: this example's FFI handler is CPU-only, and this call is being "
+    "lowered for {platforms}. Run it on the CPU: pass operands placed on "
+    "jax.devices('cpu')[0] (jax.device_put), or jit and call it under "
+    "`with jax.default_device('cpu'):`. (jax.lax.linalg.tridiagonal_solve runs on GPUs.)",
 )
-ad.primitive_jvps[_cpu_only_p] = lambda primals, tangents: (_cpu_only_p.bind(*primals), tangents)
-mlir.register_lowering(_cpu_only_p, lambda ctx, *operands: operands, platform="cpu")
-
-
-def _refuse(ctx, *operands):
-    others = ", ".join(p for p in ctx.module_context.platforms if p != "cpu")
-    raise NotImplementedError(
-        f"tridiagonal_solve: this example's FFI handler is CPU-only, and this call is being "
-        f"lowered for {others}. Run it on the CPU: pass operands placed on "
-        "jax.devices('cpu')[0] (jax.device_put), or jit and call it under "
-        "`with jax.default_device('cpu'):`. (jax.lax.linalg.tridiagonal_solve runs on GPUs.)"
-    )
-
-
-mlir.register_lowering(_cpu_only_p, _refuse)  # every platform but the CPU
 
 
 def tridiagonal_solve(dl, d, du, b):

@@ -15,71 +15,38 @@ while lowering, with one clear NotImplementedError (not XLA's "No FFI handler re
 on a platform CUDA" when it compiles).
 """
 
-import importlib
-import importlib.machinery
-import importlib.util
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from shared import cpu_ffi
 
 EPS = 1e-6
 TARGETS = {
     "forward": "jax_ladder_ladder_rms_norm_fwd",
     "backward": "jax_ladder_ladder_rms_norm_bwd",
 }
-EXTENSION = "_rms_norm_ffi"
-STANDALONE_BUILD_DIR = Path(__file__).resolve().parent / "build"
-INSTALLED_MODULE = f"jax_ladder._ladder_example.{EXTENSION}"
-BUILD_HELP = (
-    f"the compiled extension {EXTENSION} was found neither in {STANDALONE_BUILD_DIR} nor as "
-    f"{INSTALLED_MODULE}. Build it standalone, from the kit's root:\n"
-    "    cmake -S examples/ladder -B examples/ladder/build -DPython_EXECUTABLE=$(which python)\n"
-    "    cmake --build examples/ladder/build\n"
-    "or install the kit with its FFI examples switched on (`pip install .`)"
-)
 
 
 def load_extension():
     """The standalone build first (a developer's fresh build wins), then the kit's copy."""
-    spec = importlib.machinery.PathFinder.find_spec(EXTENSION, [str(STANDALONE_BUILD_DIR)])
-    if spec is not None:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    try:
-        return importlib.import_module(INSTALLED_MODULE)
-    except ImportError as err:
-        raise ImportError(f"{BUILD_HELP}\n(import of {INSTALLED_MODULE} said: {err})") from err
+    return cpu_ffi.load_extension(
+        Path(__file__).resolve().parent, "_rms_norm_ffi", "jax_ladder._ladder_example"
+    )
 
 
 for _name, _capsule in load_extension().handlers().items():
     jax.ffi.register_ffi_target(TARGETS[_name], _capsule, platform="cpu")
 
-# An identity on the operands that lowers only for the CPU (to nothing): lowered for another
-# platform it refuses, before XLA meets a custom call it has no handler for there.
-_cpu_only_p = Primitive("ladder_rms_norm_cpu_only")
-_cpu_only_p.multiple_results = True
-_cpu_only_p.def_abstract_eval(lambda *avals: avals)
-_cpu_only_p.def_impl(lambda *operands: jax.jit(_cpu_only_p.bind)(*operands))  # eager: compiled
-batching.primitive_batchers[_cpu_only_p] = lambda ops, dims: (_cpu_only_p.bind(*ops), dims)
-ad.primitive_jvps[_cpu_only_p] = lambda primals, tangents: (_cpu_only_p.bind(*primals), tangents)
-mlir.register_lowering(_cpu_only_p, lambda ctx, *operands: operands, platform="cpu")
-
-
-def _refuse(ctx, *operands):
-    others = ", ".join(p for p in ctx.module_context.platforms if p != "cpu")
-    raise NotImplementedError(
-        f"the FFI rung's handlers are CPU-only, and this call is being lowered for {others}: "
-        "pass operands placed on jax.devices('cpu')[0], or jit and call it under "
-        "`with jax.default_device('cpu'):`"
-    )
-
-
-mlir.register_lowering(_cpu_only_p, _refuse)  # every platform but the CPU
+# An identity on the operands that lowers only for the CPU: lowered for another platform it
+# refuses, before XLA meets a custom call it has no handler for there (shared/cpu_ffi.py).
+_cpu_only_p = cpu_ffi.cpu_only_primitive(
+    "ladder_rms_norm_cpu_only",
+    "the FFI rung's handlers are CPU-only, and this call is being lowered for {platforms}: "
+    "pass operands placed on jax.devices('cpu')[0], or jit and call it under "
+    "`with jax.default_device('cpu'):`",
+)
 
 
 def rms_norm(x, w):

@@ -1,5 +1,7 @@
 """What several examples use, kept once: not an example itself (no tests, no bench.py).
 
+- cpu_ffi.py: loading a CPU-only FFI handler's compiled module, and the primitive that
+  refuses, in words, to lower it for another platform (examples/ffi, the ladder's FFI rung);
 - devices.py: the devices a mesh is built from, and the check that tests run on the CPU;
 - hlo.py: the collectives in a compiled program's HLO text, and the bytes each produces;
 - timing.py: the median time of jitted calls, and the --quick command line of every bench.py;
