@@ -18,7 +18,7 @@ from jax_ladder import recommend as rec
 from jax_ladder.commands import recommend as recommend_command
 from jax_ladder.options import UsageError, load_options, parse_assignments
 from jax_ladder.recommend import check
-from jax_ladder.recommend.rules_high import EXPORT_WINDOW
+from jax_ladder.recommend.table import EXPORT_WINDOW
 from jax_ladder.rungs import LADDER, by_name, template_dir
 
 RULE = {r.id: r for r in rec.RULES}

@@ -1,13 +1,12 @@
 """`jax-ladder recommend`: the lowest rung that meets every need in the answers.
 
 The table is data: `records.py` defines `Question`, `Rule` and `Note`;
-`table.py` holds the questions, the notes and the rules (from `rules_low.py`
-and `rules_high.py`). `answers.py` reads answers from flags, files and
-prompts. This module is the engine: each matching rule names the lowest rung
-that meets one need, so the recommendation is the highest rung among the
-matching rules (the first listed within a rung), and the other matching rules
-are mechanisms to use inside it. `check.py` proves the table consistent; the
-tests run it.
+`table.py` holds the questions, the rules and the notes. `answers.py` reads
+answers from flags, files and prompts. This module is the engine: each
+matching rule names the lowest rung that meets one need, so the
+recommendation is the highest rung among the matching rules (the first listed
+within a rung), and the other matching rules are mechanisms to use inside
+it. `check.py` proves the table consistent; the tests run it.
 """
 
 from __future__ import annotations
