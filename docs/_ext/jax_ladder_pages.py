@@ -1,8 +1,8 @@
 """Write the site's generated pages (docs/_generated/, git-ignored) from the files
 that hold each fact, when Sphinx starts: nothing here is a second copy.
 
-- install.md and install-repository.md: the kit's install commands, with the repository's address from
-  `[project.urls]` in pyproject.toml (its one home; conf.py puts it in the header);
+- install.md and install-repository.md: the kit's install commands, with the repository's
+  address from `[project.urls]` in pyproject.toml (its one home; conf.py puts it in the header);
 - ladder.md, ladder.svg and ladder-phone.svg: the registry (jax_ladder.rungs.LADDER);
 - recommend.md: the recommend table (questions, rules, notes), led by a
   plain-language table whose rungs the recommend engine itself picks;
@@ -246,15 +246,9 @@ NEEDS: tuple[tuple[str, dict[str, str]], ...] = (
     ("a program that jit, grad and vmap already handle (start here)", {}),
     ("the same function over a batch of independent examples", {"batch": "independent"}),
     ("a loop whose number of iterations depends on the data", {"loop": "data-dependent"}),
-    (
-        "gradients through such a loop",
-        {"loop": "data-dependent", "gradients": "yes"},
-    ),
+    ("gradients through such a loop", {"loop": "data-dependent", "gradients": "yes"}),
     ("a branch on array values", {"branch": "yes"}),
-    (
-        "less memory for the backward pass",
-        {"gradients": "yes", "autodiff": "too-much-memory"},
-    ),
+    ("less memory for the backward pass", {"gradients": "yes", "autodiff": "too-much-memory"}),
     ("to run on several devices, the compiler placing the communication", {"devices": "compiler"}),
     ("to write the collectives yourself, per device", {"devices": "explicit"}),
     (

@@ -34,35 +34,35 @@ from model import predict
 
 HERE = Path(__file__).resolve().parent
 
-SERVE_CHILD = """
+# A child process that times its own three phases: imports, loading what it serves, and
+# the first call (which compiles); it prints them on its "ready" line.
+CHILD = """
 import sys, time
 t0 = time.perf_counter()
 import numpy as np
-import serve
+{imports}
 t1 = time.perf_counter()
-classifier = serve.load(sys.argv[1])
+{load}
 x = np.load(sys.argv[2])["x"]
 t2 = time.perf_counter()
-classifier.predict(x)  # returns NumPy arrays: the result is ready
+{call}
 t3 = time.perf_counter()
-assert "model" not in sys.modules
+{after}
 print("ready", t1 - t0, t2 - t1, t3 - t2, flush=True)
 """
 
-JIT_CHILD = """
-import sys, time
-t0 = time.perf_counter()
-import jax
-import numpy as np
-import model
-t1 = time.perf_counter()
-params = model.load_weights(sys.argv[1])
-x = np.load(sys.argv[2])["x"]
-t2 = time.perf_counter()
-jax.block_until_ready(jax.jit(model.predict)(params, x))
-t3 = time.perf_counter()
-print("ready", t1 - t0, t2 - t1, t3 - t2, flush=True)
-"""
+SERVE_CHILD = CHILD.format(
+    imports="import serve",
+    load="classifier = serve.load(sys.argv[1])",
+    call="classifier.predict(x)  # returns NumPy arrays: the result is ready",
+    after='assert "model" not in sys.modules',
+)
+JIT_CHILD = CHILD.format(
+    imports="import jax\nimport model",
+    load="params = model.load_weights(sys.argv[1])",
+    call="jax.block_until_ready(jax.jit(model.predict)(params, x))",
+    after="",
+)
 
 
 def time_to_ready(code, args, pythonpath, cwd):

@@ -23,6 +23,11 @@ class Parser(argparse.ArgumentParser):
 Subparsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
+def add_repeatable(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
+    """A flag given any number of times: its values in order, [] when it is absent."""
+    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
+
+
 def rung_or_error(name: str) -> Rung:
     """The registry's rung `name`, which must have a template; else a UsageError."""
     rung = by_name(name)

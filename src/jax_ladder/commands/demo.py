@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from jax_ladder.commands._common import Args, Subparsers, rung_or_error
+from jax_ladder.commands._common import Args, Subparsers, add_repeatable, rung_or_error
 from jax_ladder.rungs import Rung, available
 from jax_ladder.runner import TestRun, needs_build, run_project_tests
 from jax_ladder.scaffold import scaffold
@@ -26,12 +26,8 @@ def add_parser(sub: Subparsers) -> None:
         "--output-dir", type=Path, help="where to scaffold (default: a fresh temporary directory)"
     )
     demo.add_argument("-v", "--verbose", action="store_true", help="show the tests' output")
-    demo.add_argument(
-        "--rung",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only this rung (repeatable; default: every rung with a template)",
+    add_repeatable(
+        demo, "--rung", "NAME", "only this rung (repeatable; default: every rung with a template)"
     )
 
 

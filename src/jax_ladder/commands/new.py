@@ -14,7 +14,14 @@ import textwrap
 from pathlib import Path
 
 from jax_ladder import pythons, versions
-from jax_ladder.commands._common import Args, Parser, Subparsers, ask_option, rung_or_error
+from jax_ladder.commands._common import (
+    Args,
+    Parser,
+    Subparsers,
+    add_repeatable,
+    ask_option,
+    rung_or_error,
+)
 from jax_ladder.options import Option, UsageError, load_options, parse_assignments
 from jax_ladder.rungs import Rung, available, template_dir
 from jax_ladder.scaffold import scaffold
@@ -44,12 +51,11 @@ def _arguments(parser: argparse.ArgumentParser, rung: Rung | None) -> argparse.A
     parser.add_argument("--name", help="project name (the package name is derived from it)")
     parser.add_argument("--output-dir", type=Path, default=Path(), help="where to create it")
     parser.add_argument("--no-input", action="store_true", help="take defaults, ask nothing")
-    parser.add_argument(
+    add_repeatable(
+        parser,
         "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a template option (repeatable; 'jax-ladder new RUNG --help' lists them)",
+        "KEY=VALUE",
+        "set a template option (repeatable; 'jax-ladder new RUNG --help' lists them)",
     )
     usage = parser.format_usage().removeprefix("usage: ").strip()
     parser.usage = usage.replace("[rung]", rung.name if rung else "RUNG")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from jax_ladder import recommend as rec
-from jax_ladder.commands._common import Args, Subparsers, prompt
+from jax_ladder.commands._common import Args, Subparsers, add_repeatable, prompt
 from jax_ladder.rungs import docs_dir
 
 
@@ -19,12 +19,8 @@ def add_parser(sub: Subparsers) -> None:
         "by --answer or --answers; --no-input and --json take the defaults instead. "
         "Questions: " + ", ".join(f"{q.key} ({'/'.join(q.choices)})" for q in rec.QUESTIONS),
     )
-    rcmd.add_argument(
-        "--answer",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="answer one question (repeatable); see --list-questions",
+    add_repeatable(
+        rcmd, "--answer", "KEY=VALUE", "answer one question (repeatable); see --list-questions"
     )
     rcmd.add_argument(
         "--answers", type=Path, metavar="FILE", help="answers from a JSON or TOML file"

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from jax_ladder import __version__, adopt, changelog
 from jax_ladder import update as updating
-from jax_ladder.commands._common import Args, Subparsers, ask_option, rung_or_error
+from jax_ladder.commands._common import (
+    Args,
+    Subparsers,
+    add_repeatable,
+    ask_option,
+    rung_or_error,
+)
 from jax_ladder.generation import rebuild_commands
 from jax_ladder.options import UsageError, load_options, parse_assignments
 from jax_ladder.rungs import template_dir
@@ -35,12 +41,11 @@ def add_parser(sub: Subparsers) -> None:
     )
     update.add_argument("--base", metavar="COMMIT", help="with --adopt: the generation commit")
     update.add_argument("--rung", help="with --adopt: the project's rung, if not recognised")
-    update.add_argument(
+    add_repeatable(
+        update,
         "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="with --adopt: an answer the project was generated with (repeatable)",
+        "KEY=VALUE",
+        "with --adopt: an answer the project was generated with (repeatable)",
     )
 
 
