@@ -564,7 +564,7 @@ def main():
             (check_bad_inputs, (rng,)),
         ):
             guarded(section.__name__, section, *args)
-    print(f"\n{len(_failures)} check(s) FAILED: {_failures}" if _failures else "\nall checks passed")
+    print(f"\nFAILED checks: {_failures}" if _failures else "\nall checks passed")
     return 1 if _failures else 0
 
 

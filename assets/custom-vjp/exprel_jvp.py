@@ -378,7 +378,7 @@ def main():
     check_transforms()
     check_bad_inputs()
     print_cost()
-    print(f"\n{len(_failures)} check(s) FAILED: {_failures}" if _failures else "\nall checks passed")
+    print(f"\nFAILED checks: {_failures}" if _failures else "\nall checks passed")
     return 1 if _failures else 0
 
 
