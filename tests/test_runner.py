@@ -48,6 +48,13 @@ def test_junit_results_count_and_give_each_skip_its_reason(tmp_path):
     counts, reasons = junit_results(junit)
     assert counts == {"passed": 1, "failed": 1, "skipped": 1}
     assert reasons == ["test_c: needs a TPU device"]
+    # A module skipped while pytest collects it: its reason is in the text, not the message.
+    junit.write_text(
+        '<testsuites><testsuite tests="1" skipped="1"><testcase classname="" name="tests.test_x">'
+        '<skipped message="collection skipped">(\'/p/tests/test_x.py\', 16, "Skipped: '
+        "HiJAX's HiPrim needs JAX 0.11 or newer\")</skipped></testcase></testsuite></testsuites>"
+    )
+    assert junit_results(junit)[1] == ["tests.test_x: HiJAX's HiPrim needs JAX 0.11 or newer"]
     assert junit_results(tmp_path / "missing.xml") == ({"passed": 0, "failed": 0, "skipped": 0}, [])
 
 

@@ -214,6 +214,21 @@ def shadowing_problem(project: Path, code: Path, env: dict[str, str]) -> str | N
     )
 
 
+# A module that skips itself while pytest collects it (pytest.skip(allow_module_level=True))
+# is one JUnit testcase whose message is only this; its reason is in the element's text,
+# "('path/test_x.py', 16, 'Skipped: the reason')".
+COLLECTION_SKIP = "collection skipped"
+COLLECTION_SKIP_REASON = re.compile(r"""Skipped: (.*)['"]\)\s*$""", re.S)
+
+
+def skip_reason(skip: ET.Element) -> str:
+    """A JUnit <skipped> element's reason: its message, or a collection skip's own reason."""
+    message = skip.get("message", "")
+    if message == COLLECTION_SKIP and (found := COLLECTION_SKIP_REASON.search(skip.text or "")):
+        return found[1]
+    return message
+
+
 def junit_results(junit: Path) -> tuple[dict[str, int], list[str]]:
     """From a pytest JUnit XML file: the passed, failed and skipped counts, and
     "test: reason" for each skip. Zeros and no reasons if pytest never wrote it."""
@@ -222,7 +237,7 @@ def junit_results(junit: Path) -> tuple[dict[str, int], list[str]]:
         return counts, []
     root = ET.parse(junit).getroot()
     reasons = [
-        f"{case.get('name')}: {skip.get('message', '')}"
+        f"{case.get('name')}: {skip_reason(skip)}"
         for case in root.iter("testcase")
         if (skip := case.find("skipped")) is not None
     ]
