@@ -50,7 +50,17 @@ def append(path, line="# a change\n"):
     path.write_text(path.read_text() + line)
 
 
-def test_nothing_changed_since_the_release_selects_no_battery(kit):
+def test_a_release_at_head_runs_the_full_tier(kit):
+    # The submission that ends with its release commit: no release lands untested.
+    chosen = select(kit)
+    assert chosen.tier == "full"
+    assert sorted(chosen.reasons) == sorted(TEMPLATES)
+    assert "a release at HEAD" in chosen.describe(TEMPLATES)[0]
+    assert chosen.runs(("pallas",), release_path=True)
+
+
+def test_a_commit_after_the_release_that_changes_nothing_selects_no_battery(kit):
+    git(kit, "commit", "-q", "--allow-empty", "-m", "nothing")
     chosen = select(kit)
     assert chosen.reasons == {}
     assert chosen.tier == "quick"
@@ -100,16 +110,19 @@ def test_a_committed_change_counts_as_well_as_a_new_file(kit):
         "src/jax_ladder/scaffold.py",
     ],
 )
-def test_shared_machinery_selects_no_battery_and_is_named(kit, shared):
+def test_shared_machinery_selects_every_battery_and_is_named(kit, shared):
     # What every project shares (the conformance matrix lives once in the
-    # package) and the kit's machinery: the quick tier runs every template's
-    # default combination on it; its batteries are the full tier's, which the
-    # run's first lines say.
+    # package) and the kit's machinery: a change can break any template's
+    # projects, so every battery runs, and the run's first lines say why.
     append(kit / shared)
     chosen = select(kit)
-    assert chosen.reasons == {}
+    assert chosen.tier == "quick"
+    assert sorted(chosen.reasons) == sorted(TEMPLATES)
+    assert all(shared in why for why in chosen.reasons.values())
     assert chosen.shared == (shared,)
-    assert any(shared in line and "--full" in line for line in chosen.describe(TEMPLATES))
+    lines = chosen.describe(TEMPLATES)
+    assert any(shared in line and "every battery" in line for line in lines)
+    assert all(line.split()[1] == "full" for line in lines[1 : 1 + len(TEMPLATES)]), lines
 
 
 def release_changing(kit, path):
@@ -119,17 +132,17 @@ def release_changing(kit, path):
     git(kit, "commit", "-qam", "release 100.0")
 
 
-def test_a_release_selects_no_battery(kit):
-    # The submission that ends with its release commit: the full tier, which
-    # the release workflow runs, covers what the release contains.
+def test_a_release_that_changed_a_template_runs_the_full_tier(kit):
     release_changing(kit, "templates/pallas/mutations.toml")
-    assert select(kit).reasons == {}
+    assert select(kit).tier == "full"
 
 
 def test_a_change_after_the_release_is_compared_with_the_release(kit):
     release_changing(kit, "templates/pallas/mutations.toml")
     append(kit / "templates" / "ffi" / "mutations.toml")
-    assert list(select(kit).reasons) == ["ffi"]
+    chosen = select(kit)
+    assert chosen.tier == "quick"
+    assert list(chosen.reasons) == ["ffi"]
 
 
 def test_other_kit_files_select_no_battery(kit):

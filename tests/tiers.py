@@ -18,14 +18,12 @@ its links points to) changed since the last release, the commit that set the
 current `__version__` (CI's clone has the history but no tags; uncommitted
 and untracked files count as changes).
 
-The quick tier is held to CI's time budget (two cores, well under 20
-minutes). So a change to shared machinery (SHARED_MACHINERY below: what every
-project shares, and the kit's generation and test machinery) selects no
-battery there, and a release selects none either: the quick run names the
-changed shared files in its first lines, and `./scripts/test --full`, which
-the release workflow runs before anything is published, runs every battery.
-(When a release or shared machinery selected all seven, a quick run took
-1,838 s of pytest on two cores; one that selects none takes about 880.)
+CI protects main, so the quick tier runs every battery a change can break:
+a change to shared machinery (SHARED_MACHINERY below: what every project
+shares, and the kit's generation and test machinery) selects every
+template's battery, and a submission whose newest commit is a release runs
+the full tier, so no release lands untested. The budget
+is half of CI's 90 minutes on two cores, whatever is selected.
 
 A test joins a battery with the marker `battery(<rung>)`; tests/conftest.py
 deselects the batteries this rule leaves out and prints the rule's choice at
@@ -53,9 +51,7 @@ VERSION_FILE = "src/jax_ladder/__init__.py"
 VERSION_LINE = "^__version__ = "  # git log -G: the commits that moved the version
 
 # The kit's code that generates every project or checks every battery: a
-# change here can break any template's projects. The quick tier runs every
-# template's default combination, and names these files in its first line;
-# every battery runs in the full tier.
+# change here can break any template's projects, so it selects every battery.
 SHARED_MACHINERY = (
     "src/jax_ladder/scaffold.py",
     "src/jax_ladder/generation.py",
@@ -84,7 +80,7 @@ class Selection:
     tier: str  # "quick" or "full"
     since: str  # what the changes were compared with
     reasons: dict[str, str]  # template -> why its battery runs
-    shared: tuple[str, ...] = ()  # shared machinery changed, which the full tier covers
+    shared: tuple[str, ...] = ()  # shared machinery changed (it selects every battery)
 
     def battery(self, template: str) -> bool:
         return template in self.reasons
@@ -110,7 +106,7 @@ class Selection:
             lines.append(f"  {name:<20} {runs:<13} {why}")
         if self.shared:
             shown = ", ".join(self.shared[:3]) + ", ..." * (len(self.shared) > 3)
-            lines.append(f"  shared machinery changed ({shown}): run ./scripts/test --full")
+            lines.append(f"  shared machinery changed ({shown}): every battery runs")
         if self.tier == "quick":
             lines.append(
                 "  (./scripts/test --full runs every template's battery and the release path's"
@@ -161,6 +157,14 @@ def linked_files(root: Path, template: str) -> set[str]:
     return {p.resolve().relative_to(root.resolve()).as_posix() for p in links}
 
 
+def release_at_head(root: Path, commit: str) -> bool:
+    """Whether commit (the one that set the current version) is HEAD, with
+    nothing uncommitted: the submission ends with its release."""
+    head = _git(root, "rev-parse", "HEAD").stdout.strip()
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=normal").stdout.strip()
+    return head == commit and not dirty
+
+
 def select(root: Path, templates: list[str], full: bool) -> Selection:
     """The rule. `templates`: every template's folder name."""
     if full:
@@ -170,7 +174,11 @@ def select(root: Path, templates: list[str], full: bool) -> Selection:
         why = "no git history to compare with: every battery runs"
         return Selection("quick", "nothing (no history)", dict.fromkeys(templates, why))
     version = _git(root, "show", "-s", "--format=%h", commits[0]).stdout.strip()
+    if release_at_head(root, commits[0]):
+        why = f"the newest commit, {version}, is a release: the full tier"
+        return Selection("full", f"a release at HEAD ({version})", dict.fromkeys(templates, why))
     changed = changed_since(root, commits[0])
+    shared = tuple(p for p in changed if shared_machinery(p))
     reasons = {}
     for name in templates:
         # (Every template's hook links to the one pre-generation hook: shared.)
@@ -179,5 +187,7 @@ def select(root: Path, templates: list[str], full: bool) -> Selection:
         if own:
             shown = ", ".join(p.removeprefix(f"templates/{name}/") for p in own[:3])
             reasons[name] = f"changed: {shown}" + ", ..." * (len(own) > 3)
-    shared = tuple(p for p in changed if shared_machinery(p))
+        elif shared:
+            shown = ", ".join(shared[:2]) + ", ..." * (len(shared) > 2)
+            reasons[name] = f"shared machinery changed: {shown}"
     return Selection("quick", f"the last release's commit {version}", reasons, shared)
