@@ -59,6 +59,22 @@ def test_new_with_defaults_prints_next_steps(tmp_path):
     assert at == sorted(at), result.stdout
 
 
+def test_new_says_a_hijax_project_needs_jax_0_11_and_python_3_12(tmp_path):
+    # JAX 0.11, which HiPrim needs, has no wheels for Python 3.11: the venv
+    # step must use a newer Python, and say why.
+    from jax_ladder.versions import HIJAX_JAX_OLDEST, HIJAX_PYTHON_OLDEST
+
+    args = ("new", "internals", "--no-input", "--set", "api=hijax", "--output-dir", str(tmp_path))
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    listed = result.stdout.split("Next steps:")[1]
+    said = f"needs JAX {HIJAX_JAX_OLDEST} or newer"
+    assert said in listed, listed
+    assert f"Python {HIJAX_PYTHON_OLDEST} or newer" in listed, listed
+    venv = next(line for line in listed.splitlines() if "-m venv" in line)
+    assert "python3.11 " not in venv, listed
+
+
 def test_a_fresh_project_has_no_bytecode_caches(tmp_path, monkeypatch):
     """Neither the bytecode pip compiles inside the installed templates nor
     hooks that import the new package (export's writes its golden artifact)

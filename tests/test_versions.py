@@ -18,6 +18,8 @@ from packaging.version import Version
 
 from jax_ladder.rungs import available
 from jax_ladder.versions import (
+    HIJAX_JAX_OLDEST,
+    HIJAX_JAX_SPEC,
     JAX_OLDEST,
     JAX_ON_PYTHON_OLDEST,
     JAX_SPEC,
@@ -102,7 +104,10 @@ def test_each_template_receives_the_range_as_a_private_variable(template):
     # (issue 39: a handler built against newer FFI headers does not load in
     # an older jaxlib), jax and jaxlib both, from the private `_jax_oldest`.
     oldest = "=={{ cookiecutter._jax_oldest }}"
-    assert set(pins) - {oldest} == {"{{ cookiecutter._jax_spec }}"}, pins
+    # internals' api=hijax pins its own floor (test_a_hijax_project_requires_...).
+    hijax = "{{ cookiecutter._hijax_jax_spec }}"
+    assert set(pins) - {oldest, hijax} == {"{{ cookiecutter._jax_spec }}"}, pins
+    assert (hijax in pins) == (template.name == "internals"), pins
     compiled = (template / PROJECT / "CMakeLists.txt").exists()
     if compiled:
         assert context["_jax_oldest"] == JAX_OLDEST
@@ -113,6 +118,30 @@ def test_each_template_receives_the_range_as_a_private_variable(template):
     else:
         assert "_jax_oldest" not in context
         assert oldest not in pins, pins
+
+
+def test_a_hijax_project_requires_the_jax_that_has_hiprim(tmp_path):
+    """internals' api=hijax subclasses jax.experimental.hijax.HiPrim, new in
+    JAX 0.11: its project requires that floor, with the window's upper bound
+    (it pinned the whole window, so on Python 3.11 pip installed JAX 0.10 and
+    the project could not import)."""
+    from jax_ladder.rungs import by_name
+    from jax_ladder.scaffold import scaffold
+
+    template = REPO / "templates" / "internals"
+    assert json.loads((template / "cookiecutter.json").read_text())["_hijax_jax_spec"] == (
+        HIJAX_JAX_SPEC
+    )
+    floor = {s.operator: s.version for s in SpecifierSet(HIJAX_JAX_SPEC)}[">="]
+    assert floor == HIJAX_JAX_OLDEST
+    assert within_the_window(HIJAX_JAX_SPEC)
+    assert JAX_OLDEST not in SpecifierSet(HIJAX_JAX_SPEC)
+    for api, spec in (("hijax", HIJAX_JAX_SPEC), ("extend", JAX_SPEC)):
+        project = scaffold(by_name("internals"), tmp_path / api, {"api": api})
+        pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+        requirements = map(Requirement, pyproject["project"]["dependencies"])
+        (jax,) = [r for r in requirements if r.name == "jax"]
+        assert jax.specifier == SpecifierSet(spec), (api, str(jax))
 
 
 def ci_workflow(template) -> str:

@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -23,6 +24,14 @@ def requires_python(project: Path) -> SpecifierSet:
     """The project's `requires-python`, from its pyproject.toml."""
     with (project / "pyproject.toml").open("rb") as file:
         return SpecifierSet(tomllib.load(file)["project"]["requires-python"])
+
+
+def jax_requirement(project: Path) -> SpecifierSet:
+    """The versions of JAX the project's dependencies admit."""
+    with (project / "pyproject.toml").open("rb") as file:
+        dependencies = tomllib.load(file)["project"]["dependencies"]
+    (jax,) = (r for r in map(Requirement, dependencies) if r.name == "jax")
+    return jax.specifier
 
 
 def find_python(needs: SpecifierSet) -> str | None:

@@ -28,7 +28,8 @@ def _minor(version: str) -> tuple[int, int]:
 
 _OLDEST, _NEWEST = _minor(JAX_WINDOW[0]), _minor(JAX_WINDOW[-1])
 # ">=0.10,<0.13": every release of the window's minors, patches included.
-JAX_SPEC = f">={_OLDEST[0]}.{_OLDEST[1]},<{_NEWEST[0]}.{_NEWEST[1] + 1}"
+_BEYOND = f"{_NEWEST[0]}.{_NEWEST[1] + 1}"  # the first minor the window excludes
+JAX_SPEC = f">={_OLDEST[0]}.{_OLDEST[1]},<{_BEYOND}"
 # The versions the kit's tests and the measurements in the docs ran on.
 JAX_TESTED = JAX_WINDOW[-1]
 JAX_OLDEST = JAX_WINDOW[0]
@@ -41,6 +42,16 @@ JAX_OLDEST = JAX_WINDOW[0]
 PYTHON_OLDEST = "3.11"
 # The JAX a project gets there ("0.10.x"), as the READMEs say.
 JAX_ON_PYTHON_OLDEST = f"{_OLDEST[0]}.{_OLDEST[1]}.x"
+
+# The internals template's api=hijax defines its primitive as a
+# jax.experimental.hijax.HiPrim, which JAX 0.11 introduced (0.10 has an earlier
+# API): its projects pin this floor, with the window's upper bound, so pip
+# refuses JAX 0.10 instead of installing a project that cannot import.
+HIJAX_JAX_OLDEST = "0.11"
+HIJAX_JAX_SPEC = f">={HIJAX_JAX_OLDEST},<{_BEYOND}"
+# The oldest Python that JAX HIJAX_JAX_OLDEST publishes wheels for: what
+# `jax-ladder new` tells a hijax project's user to make its environment with.
+HIJAX_PYTHON_OLDEST = "3.12"
 
 # What each kit release supported, for a user whose JAX is outside the window:
 # `jax-ladder new` names the newest release that supported their JAX.

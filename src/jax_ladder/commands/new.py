@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+
 from jax_ladder import pythons, versions
 from jax_ladder.commands._common import (
     Args,
@@ -148,12 +150,22 @@ def next_steps(project: Path) -> list[str]:
     """The commands from a fresh project to its tests passing, in a virtual
     environment made with a Python the project's requires-python allows."""
     needs = pythons.requires_python(project)
-    python = pythons.find_python(needs)
     steps = [
         f"cd {project}",
         # `jax-ladder update` merges only into committed work.
         "git init && git add -A && git commit -m 'jax-ladder new'",
     ]
+    if not pythons.jax_requirement(project).contains(versions.JAX_OLDEST):
+        # internals' api=hijax: its JAX has no wheels for the oldest Python,
+        # which requires-python (kept alike in every project) still admits.
+        needs &= SpecifierSet(f">={versions.HIJAX_PYTHON_OLDEST}")
+        steps.append(
+            f"# it needs JAX {versions.HIJAX_JAX_OLDEST} or newer "
+            f"(jax{pythons.jax_requirement(project)}), so Python "
+            f"{versions.HIJAX_PYTHON_OLDEST} or newer: JAX {versions.HIJAX_JAX_OLDEST} has no "
+            f"wheels for Python {versions.PYTHON_OLDEST}"
+        )
+    python = pythons.find_python(needs)
     if python is None:
         steps.append(f"# it needs Python {needs}, and none was found here: install one, then")
         python = f"python{pythons.oldest_allowed(needs)}"

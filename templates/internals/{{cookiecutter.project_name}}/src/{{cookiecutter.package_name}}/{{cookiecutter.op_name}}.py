@@ -115,7 +115,7 @@ from . import ffi_target
 if not hasattr(hijax, "HiPrim"):
     raise ImportError(
         f"{__name__}: api=hijax needs JAX 0.11 or newer (jax.experimental.hijax.HiPrim); "
-        f"JAX {jax.__version__} is installed: pip install 'jax>=0.11,<0.13'"
+        f"JAX {jax.__version__} is installed: pip install 'jax{{ cookiecutter._hijax_jax_spec }}'"
     )
 {%- else %}
 
