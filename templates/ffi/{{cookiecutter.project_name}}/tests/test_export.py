@@ -9,6 +9,9 @@ keep their arrays on the CPU (conftest.py). So each test names its platforms
 (EXPORT_PLATFORMS{% if cookiecutter.cuda == "yes" %}: the CPU and CUDA, which lowers on any machine{% endif %}) and calls
 the artifact on a device of each of them that this machine has (DEVICES)."""
 
+import re
+from collections import Counter
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -133,3 +136,60 @@ def test_export_for_a_mesh(rng, axis_type):
         assert exported.nr_devices == 4
         restored = export.deserialize(exported.serialize())
         assert_close(restored.call(*args), want, ulps)
+
+
+# An instruction of the compiled program is "<shape> <opcode>(<operands>)";
+# async collectives end in -start.
+COLLECTIVE = re.compile(
+    r"\s(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(?:-start)?\("
+)
+
+
+def jitted_model_and_gradient():
+    """A model and its gradient under jax.jit, new Python functions each call:
+    jit keeps its caches per function, so each call's pair starts uncached."""
+
+    @jax.jit
+    def model(x):
+        return jnp.tanh(op(x))
+
+    @jax.jit
+    def grad(x, cotangent):
+        return jax.grad(lambda x: jnp.sum(cotangent * model(x)))(x)
+
+    return model, grad
+
+
+@pytest.mark.parametrize("axis_type", [AxisType.Auto, AxisType.Explicit], ids=["auto", "explicit"])
+def test_export_and_runs_of_one_jitted_model_in_either_order(rng, axis_type):
+    # A process that both runs a jitted model and exports it: for_export's
+    # choice must be part of what jit caches on. Were it ambient state, the
+    # second of the two would reuse the first's trace: run first, the export
+    # would meet custom_partitioning's callbacks (NotImplementedError); export
+    # first, the runs would call the handlers unpartitioned and gather their
+    # operands onto every device.
+    mesh = jax.make_mesh((4,), ("rows",), axis_types=(axis_type,), devices=jax.devices("cpu")[:4])
+    x, cotangent = (
+        jax.device_put(jnp.asarray(rng.standard_normal((16, 8)), jnp.float32), sharding)
+        for sharding in [NamedSharding(mesh, P("rows"))] * 2
+    )
+    checks = [export.DisabledSafetyCheck.custom_call(name) for name in (FORWARD, BACKWARD)]
+
+    def run(f, args):
+        jax.block_until_ready(f(*args))
+        return Counter(COLLECTIVE.findall(f.lower(*args).compile().as_text()))
+
+    def export_(f, args):
+        exported = export.export(
+            jax.jit(for_export(f)), platforms=EXPORT_PLATFORMS, disabled_checks=checks
+        )(*args)
+        assert exported.nr_devices == 4
+
+    run_first, export_first = jitted_model_and_gradient(), jitted_model_and_gradient()
+    for which, args in [(0, (x,)), (1, (x, cotangent))]:
+        # Run, then export: the export must not reuse the run's trace.
+        after_nothing = run(run_first[which], args)
+        export_(run_first[which], args)
+        # Export, then run: the run must communicate as it does unexported.
+        export_(export_first[which], args)
+        assert run(export_first[which], args) == after_nothing

@@ -14,7 +14,6 @@ one device), are csrc/{{ cookiecutter.op_name }}_kernels.h.
 
 import math
 from collections.abc import Callable
-from contextvars import ContextVar
 from functools import cache, partial, wraps
 from operator import attrgetter
 from typing import Any, ParamSpec, TypeAlias, TypeVar
@@ -92,9 +91,15 @@ def _attributes(given: dict[str, Any]) -> tuple[tuple[str, np.float64], ...]:
     return tuple((name, np.float64(given[name])) for name in ATTRIBUTES)
 
 
-# Whether the calls go through custom_partitioning (see _partitioned): True,
-# except while a function wrapped by for_export is traced.
-_PARTITIONED: ContextVar[bool] = ContextVar(f"{OP}_partitioned", default=True)
+# Whether a function wrapped by for_export is being traced: then the calls are
+# plain FFI calls, else they go through custom_partitioning (see _partitioned).
+# A JAX user context, not ambient Python state (a contextvars.ContextVar): its
+# value is part of the key of every jit's trace and compile caches, so a jitted
+# function that an export traces (a model under jax.jit, the calls' own jits)
+# is traced afresh for the export, and a trace made for an export never
+# serves a run (which would gather each call's operands onto every device), nor
+# a run's trace an export (which would fail on custom_partitioning's callbacks).
+_EXPORTING = jax.make_user_context(False)
 
 
 A = ParamSpec("A")
@@ -114,22 +119,23 @@ def for_export(f: Callable[A, R]) -> Callable[A, R]:
     shard_map the calls are plain already. A gradient exported with
     `serialize(vjp_order=1)` is traced after f: export `for_export(jax.grad(...))`
     as its own function instead.
+
+    f may call jitted functions (a model under jax.jit) that the process also
+    runs: the choice is part of what jit caches on (a jax.make_user_context),
+    so each is traced once for runs and once for exports, in either order.
     """
 
     @wraps(f)
     def traced_for_export(*args: A.args, **kwargs: A.kwargs) -> R:
-        token = _PARTITIONED.set(False)
-        try:
+        with _EXPORTING(True):
             return f(*args, **kwargs)
-        finally:
-            _PARTITIONED.reset(token)
 
     return traced_for_export
 
 
 def forward(x: jax.Array, **attributes: float) -> tuple[jax.Array, jax.Array]:
     """(y, residual) from the forward handler, given the attributes by name."""
-    y, residual = _FORWARD(_attributes(attributes), _PARTITIONED.get())(x)
+    y, residual = _FORWARD(_attributes(attributes), not _EXPORTING.value)(x)
     return y, residual
 
 
@@ -138,7 +144,7 @@ def backward(
 ) -> jax.Array:
     """dx from the backward handler, given the attributes by name."""
     dx: jax.Array
-    (dx,) = _BACKWARD(_attributes(attributes), _PARTITIONED.get())(x, residual, cotangent)
+    (dx,) = _BACKWARD(_attributes(attributes), not _EXPORTING.value)(x, residual, cotangent)
     return dx
 
 
