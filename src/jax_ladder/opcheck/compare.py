@@ -113,9 +113,27 @@ def spacing(dtype, value):
     return np.ldexp(float(info.eps), exponent - 1)
 
 
-def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None, platform=None):
+def assert_close(
+    got,
+    want,
+    ulps: Ulps,
+    dtype=None,
+    *,
+    where="",
+    inputs_at=None,
+    platform=None,
+    scale=0.0,
+    also=None,
+):
     """Each element of got within `ulps` of the oracle's want, and each
     non-finite one exactly the oracle's: NaN, +inf or -inf.
+
+    scale: the size of the inputs that produced want (their largest |value|).
+    Where the oracle is exactly zero everywhere, its own largest value says
+    nothing of the terms that cancelled to make it (rounding noise of 2e-8
+    against a zero would be 1e37 ulps): both counts are then taken at scale.
+    also: an error each element may have besides (an ill-conditioned cell's
+    multiple of the reference's own error, conformance.py).
 
     dtype: the op's result dtype; got's own unless given (pass it where got
     has been through another type, such as JSON's floats). platform: where
@@ -134,8 +152,8 @@ def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None,
     # Half an ulp for each result rounded to half precision: got, and want if
     # it was rounded to that dtype too.
     roundings = 0 if accumulator == dtype else 1 + (np.asarray(want).dtype == dtype)
-    declared, scale = ulps, platform_scale(dtype, platform)
-    ulps = Ulps(ulps.at_value * scale, ulps.at_scale * scale)
+    declared, widen = ulps, platform_scale(dtype, platform)
+    ulps = Ulps(ulps.at_value * widen, ulps.at_scale * widen)
     got = np.asarray(got, dtype=np.float64)
     want = np.asarray(want, dtype=np.float64)
     prefix = f"{where}: " if where else ""
@@ -147,6 +165,10 @@ def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None,
     # The finite elements, compared in place (the others now match exactly).
     got, want = np.where(finite, got, 0.0), np.where(finite, want, 0.0)
     error = np.abs(got - want)
+    largest = float(np.max(np.abs(want)))
+    # An all-zero oracle: the counts at the inputs' scale (see the docstring).
+    at = np.full(want.shape, scale) if largest == 0.0 and scale > 0 else want
+    largest = max(largest, scale) if largest == 0.0 else largest
 
     # Each rounding the counts allow may instead be a flush: XLA's CPU flushes
     # subnormal results to zero (and reads subnormal operands as zeros), an
@@ -157,15 +179,17 @@ def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None,
         )
         tolerance = (
             0.5 * roundings * spacing(dtype, want)
-            + counts.at_value * spacing(accumulator, want)
-            + counts.at_scale * spacing(accumulator, np.max(np.abs(want)))
+            + counts.at_value * spacing(accumulator, at)
+            + counts.at_scale * spacing(accumulator, largest)
             + flushes
         )
+        if also is not None:
+            tolerance = np.maximum(tolerance, np.where(finite, also, 0.0))
         return np.maximum(tolerance, np.finfo(np.float64).tiny)
 
     fraction = error / bound(ulps)
     worst = np.unravel_index(int(np.argmax(fraction)), fraction.shape)
-    off = float(error[worst] / spacing(dtype, want[worst]))
+    off = float(error[worst] / spacing(dtype, at[worst]))
     test = os.environ.get("PYTEST_CURRENT_TEST", "? ").rsplit(" ", 1)[0]
     if fraction[worst] > WORST["fraction"] or not WORST["test"]:
         WORST.update(
@@ -175,12 +199,12 @@ def assert_close(got, want, ulps: Ulps, dtype=None, *, where="", inputs_at=None,
             dtype=dtype.name,
             test=test,
         )
-    if scale != 1.0:  # how far past IEEE's tolerance: what PLATFORM_BITS covers
+    if widen != 1.0:  # how far past IEEE's tolerance: what PLATFORM_BITS covers
         key = f"{platform}/{accumulator.name}"
         times = float(np.max(error / bound(declared)))
         if times > PLATFORM_WORST.get(key, (-1.0, ""))[0]:
             PLATFORM_WORST[key] = (times, test)
-    widened = f", {scale:g}x on {platform} (PLATFORM_BITS)" if scale != 1.0 else ""
+    widened = f", {widen:g}x on {platform} (PLATFORM_BITS)" if widen != 1.0 else ""
     assert fraction[worst] <= 1.0, (
         f"{prefix}{off:.3g} ulps of {dtype.name} off at {_at(worst, inputs_at)}, beyond the "
         f"tolerance ({declared}{widened}): got {float(got[worst])!r}, want {float(want[worst])!r}"

@@ -10,11 +10,18 @@ Cells, for an op with arguments A and named axes D:
   values        eager, jit (each run twice: the same bits, and no input
                 consumed), jit-donate (the donated inputs consumed are
                 exactly those the compiled program aliases to outputs)
-  vmap          vmap-new-axis (in_axes 1, out_axes -1), vmap-some-args,
-                vmap-nested, vmap-of-grad, vmap-axis-<d> for each batch axis,
-                vmap-sharded-new-axis (a new leading axis split over an
+  vmap          vmap-new-axis (every argument on axis 1, out_axes -1),
+                vmap-only-<arg> (each argument alone), vmap-mixed (last
+                axis, unbatched, first, in turn; out_axes 1), vmap-nested,
+                vmap-of-grad (leading), vmap-of-grad-inner (axis 1 in, last
+                out), vmap-of-grad-only-<arg>, vmap-axis-<d> for each batch
+                axis, vmap-sharded-new-axis (a new leading axis split over an
                 explicit mesh, make_mesh's default: values, gradients and
-                the outputs' sharding)
+                the outputs' sharding); new slices are drawn as each Arg
+                declares (sample, domain, smallest)
+  sizes         size-<d>-1, size-<d>-ragged (a prime above the declared size
+                and 4), size-<d>-large (LARGE times it), for each axis:
+                jitted values and gradient
   autodiff      grad-<arg> for each differentiable argument, vjp, jit-grad,
                 jvp, linearize, jacfwd, vmap-jvp (forward mode over many
                 tangents: the batching of the op's tangents), check-grads-1,
@@ -24,9 +31,11 @@ Cells, for an op with arguments A and named axes D:
                 with data that takes each branch)
   hard inputs   hard-<case> for each of HARD_CASES: every floating argument
                 drawn from that case (near where exp and squares overflow,
-                shifted by large constants, tiny and subnormal, signed zeros,
+                shifted by large constants, every magnitude between, tiny and
+                subnormal, signed zeros,
                 ties, all equal), within what its Arg declares it supports
-                (domain, smallest); eager, jit, vmap and the gradient
+                (domain, smallest); magnitudes: log-uniform between the
+                standard normal's and huge's; eager, jit, vmap and the gradient
   shard_map     shard-map-<d>-<mesh>, shard-map-grad-inside-<d>-<mesh>,
                 shard-map-grad-outside-<d>-<mesh>, shard-map-wrong-out-specs-<d>,
                 shard-map-partial-<d> (manual over "x" of a 2x2 mesh, "y" left
@@ -100,6 +109,10 @@ NEW_AXIS = 2  # the size of the axes vmap, scan and the batch of vmap-of-grad ad
 PROGRAMS = ("forward", "gradient")  # the jit-* and shard-map-partial-* cells' programs
 FORWARD_BATCHED = ("jacfwd", "vmap-jvp")  # forward mode over many tangents at once
 FORWARD_MODE = ("linearize", *FORWARD_BATCHED)  # the cells besides jvp that take tangents
+# size-<d>-<kind>: one axis at another size than declared, the rest as declared
+SIZE_KINDS = ("1", "ragged", "large")
+LARGE = 4  # size-<d>-large: that many times the declared size
+REFERENCE_FACTOR = 4  # OpSpec.ill_conditioned: times the reference's own error
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,13 @@ class OpSpec:
     # of a GPU kernel's atomic adds, say). Elsewhere the eager, jit and
     # jit-grad cells run it twice and require the same bits.
     nondeterministic: Mapping[str, str] = field(default_factory=dict)
+    # Cells (name or glob) -> why, where the problem itself is ill-conditioned
+    # (a row of one element normalised: its gradient is the difference of
+    # two nearly equal terms): there each element may also be off by
+    # REFERENCE_FACTOR times the plain-JAX reference's own error against the
+    # oracle, in the same dtype, so nobody clips a domain or lists a whole
+    # cell as failing, and an op worse than the reference still fails.
+    ill_conditioned: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -218,10 +238,14 @@ class OpSpec:
 # --- The cells' names, and what the declaration says of each ------------------
 def cell_names(spec: OpSpec) -> list[str]:
     names = ["eager", "jit", "jit-donate", "vmap-new-axis"]
-    if len(spec.args) > 1:
-        names.append("vmap-some-args")
-    names += ["vmap-nested", "vmap-of-grad", "vmap-sharded-new-axis"]
+    several = len(spec.args) > 1
+    names += [f"vmap-only-{a.name}" for a in spec.args if several]
+    names += ["vmap-mixed"] if several else []
+    names += ["vmap-nested", "vmap-of-grad", "vmap-of-grad-inner"]
+    names += [f"vmap-of-grad-only-{a.name}" for a in spec.args if several]
+    names += ["vmap-sharded-new-axis"]
     names += [f"vmap-axis-{a}" for a in spec.batch_axes]
+    names += [f"size-{a}-{kind}" for a in spec.axes for kind in SIZE_KINDS]
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
     names += ["vjp", "jit-grad", "jvp", "linearize", *FORWARD_BATCHED]
     names += ["check-grads-1", "check-grads-2"]
@@ -264,7 +288,8 @@ def refusal(spec: OpSpec, cell: str) -> Refuse | None:
 def unknown_refusals(spec: OpSpec) -> list[str]:
     """Declared refusals that name no cell (a typo would silently refuse nothing)."""
     names = cell_names(spec)
-    return [p for p in spec.refuse if not fnmatch.filter(names, p)]
+    declared = [*spec.refuse, *spec.ill_conditioned]
+    return [p for p in declared if not fnmatch.filter(names, p)]
 
 
 def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
@@ -291,12 +316,39 @@ def _float(dtype: Any) -> bool:
     return bool(jnp.issubdtype(dtype, jnp.inexact))
 
 
-def make_args(spec: OpSpec, rng: np.random.Generator, dtype: str | None = None) -> list[Any]:
-    """Random arguments, as JAX arrays of the cell's dtype."""
+def draw(arg: Arg, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """An argument's values: its own sample, else standard normals mapped
+    into its domain (magnitudes for a positive-only one, clipped to a
+    bounded one) and held to its smallest nonzero magnitude."""
+    if arg.sample is not None:
+        return np.asarray(arg.sample(rng, tuple(shape)))
+    return _into_domain(arg, rng.standard_normal(shape))
+
+
+def _into_domain(arg: Arg, values: np.ndarray) -> np.ndarray:
+    low, high = arg.domain
+    if low >= 0:
+        values = np.abs(values)
+    elif high <= 0:
+        values = -np.abs(values)
+    if arg.smallest > 0:
+        small = (values != 0) & (np.abs(values) < arg.smallest)
+        values = np.where(small, np.copysign(arg.smallest, values), values)
+    return np.clip(values, low, high)
+
+
+def make_args(
+    spec: OpSpec,
+    rng: np.random.Generator,
+    dtype: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+) -> list[Any]:
+    """Random arguments, as JAX arrays of the cell's dtype (sizes: the axes'
+    sizes where not the declared ones)."""
+    sizes = {**spec.sizes, **(sizes or {})}
     out = []
     for arg in spec.args:
-        shape = _shape(spec, arg.axes)
-        values = arg.sample(rng, shape) if arg.sample else rng.standard_normal(shape)
+        values = draw(arg, tuple(sizes[a] for a in arg.axes), rng)
         out.append(jnp.asarray(values, arg.dtype or dtype or spec.dtype))
     return out
 
@@ -377,19 +429,29 @@ def vjp_oracle(spec: OpSpec, args: list[Any], cotangents: list[Any]) -> list[np.
 
 
 def assert_outputs(
-    spec: OpSpec, got: Any, want: tuple[Any, ...], where: str = "", inputs: list[Any] | None = None
+    spec: OpSpec,
+    got: Any,
+    want: tuple[Any, ...],
+    where: str = "",
+    inputs: list[Any] | None = None,
+    batched: list[Any] | None = None,
+    reference: Any = None,
 ) -> None:
     """The op's outputs against the oracle's, within its tolerance. where:
     what computed them (jit, vmap, ...), for a failure's message; inputs: the
     op's arguments, where got is its unbatched result (a failure then names
-    the inputs at the worst element)."""
+    the inputs at the worst element); batched: the arguments, where got is a
+    batched result (their scale is an all-zero oracle's: compare.py);
+    reference: the reference's own results, in an ill_conditioned cell."""
     got = _outputs(got)
     assert len(got) == len(want), f"{where}: {len(got)} outputs, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         tolerance = at_platform(spec.tolerance, spec.matmul_inputs, platform_of(g))
         axes = spec.outputs[k] if k < len(spec.outputs) else ()
         at = _inputs_at(spec, inputs, axes)
-        assert_close(g, w, tolerance, where=_said(where, f"output {k}"), inputs_at=at)
+        said = _said(where, f"output {k}")
+        scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
+        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also)
 
 
 def assert_grads(
@@ -399,6 +461,8 @@ def assert_grads(
     where: str = "",
     inputs: list[Any] | None = None,
     of: list[str] | None = None,
+    batched: list[Any] | None = None,
+    reference: Any = None,
 ) -> None:
     """Gradients against the oracle's, within the gradient tolerance: one per
     differentiable argument (or per name in `of`), else (tangents, second
@@ -416,7 +480,42 @@ def assert_grads(
         else:
             what, axes = f"result {k}", ()
         at = _inputs_at(spec, inputs if names else None, axes)
-        assert_close(g, w, tolerance, where=_said(where, what), inputs_at=at)
+        said = _said(where, what)
+        scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
+        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also)
+
+
+def _reference_error(reference: Any, k: int, want: Any) -> np.ndarray | None:
+    """REFERENCE_FACTOR times the reference's own error in its k-th result
+    (None: no reference given). Where both are non-finite the comparison's
+    own rule holds."""
+    if reference is None:
+        return None
+    ref = np.asarray(jax.tree.leaves(reference)[k], np.float64)
+    error = np.abs(ref - np.asarray(want, np.float64))
+    return REFERENCE_FACTOR * np.where(np.isfinite(error), error, 0.0)
+
+
+def ill_conditioned(spec: OpSpec, cell: str) -> str | None:
+    """Why a cell is declared ill-conditioned (OpSpec.ill_conditioned), or None."""
+    return next(
+        (
+            why
+            for pattern, why in spec.ill_conditioned.items()
+            if fnmatch.fnmatchcase(cell, pattern)
+        ),
+        None,
+    )
+
+
+def _scale(inputs: list[Any] | None) -> float:
+    """The largest finite |value| of the floating inputs: the size of the
+    terms an exactly-zero result cancelled (compare.assert_close's scale)."""
+    sizes = [
+        float(np.max(np.abs(v), initial=0.0, where=np.isfinite(v)))
+        for v in (np.asarray(a, np.float64) for a in inputs or () if _float(a.dtype))
+    ]
+    return max(sizes, default=0.0)
 
 
 def _said(where: str, what: str) -> str:
@@ -611,39 +710,75 @@ def _aliased(compiled_text: str) -> dict[int, int]:
 
 
 # --- vmap ------------------------------------------------------------------------
-def _insert(a: Any, axis: int, size: int, rng: np.random.Generator) -> Any:
-    """a with a new axis of `size` at `axis`, each slice freshly drawn."""
-    if not _float(a.dtype):
+def _insert(a: Any, axis: int, size: int, rng: np.random.Generator, arg: Arg | None = None) -> Any:
+    """a with a new axis of `size` at `axis`: a itself as the first slice, the
+    others drawn as the argument `arg` declares (its sample, domain and
+    smallest; a recording replays its values, permuted where a slice would
+    repeat one exactly). Without `arg`, standard normals (tangents,
+    cotangents) or, for a non-floating array, copies of a."""
+    if arg is None and not _float(a.dtype):
         return jnp.stack([a] * size, axis=axis)
-    shape = list(a.shape)
-    shape.insert(axis, size)
-    return jnp.asarray(rng.standard_normal(shape), a.dtype)
+    first = np.asarray(a)
+    slices = [first]
+    for _ in range(size - 1):
+        values = draw(arg, first.shape, rng) if arg else rng.standard_normal(first.shape)
+        if arg is not None and np.array_equal(values, first):
+            values = rng.permuted(np.asarray(values).reshape(-1)).reshape(first.shape)
+        slices.append(np.asarray(values))
+    return jnp.asarray(np.stack(slices, axis=axis), a.dtype)
+
+
+def _batched(
+    spec: OpSpec, args: list[Any], in_axes: list[int | None], size: int, rng: Any
+) -> list[Any]:
+    """Each argument with a new axis of `size` at its in_axes (None: as it is)."""
+    return [
+        a if ax is None else _insert(a, ax, size, rng, arg)
+        for a, ax, arg in zip(args, in_axes, spec.args, strict=True)
+    ]
+
+
+def _slice(batched: list[Any], in_axes: list[int | None], i: int) -> list[Any]:
+    return [
+        b if ax is None else jnp.take(b, i, axis=ax) for b, ax in zip(batched, in_axes, strict=True)
+    ]
+
+
+def _mixed_axes(args: list[Any]) -> list[int | None]:
+    """Each argument batched otherwise: its last axis, none, its first, in
+    turn (the first argument on a non-leading axis wherever it has one)."""
+    pattern = [lambda a: a.ndim, lambda a: None, lambda a: 0]
+    return [pattern[i % 3](a) for i, a in enumerate(args)]
 
 
 def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """A batching rule receives, across these cells, every pattern: all
+    arguments batched (vmap-new-axis: on a non-leading axis, out last; vmap-
+    nested), each one alone (vmap-only-<arg>), mixed axes with some
+    unbatched (vmap-mixed, out on a non-leading axis), and the gradient's
+    rules the same ways (vmap-of-grad leading, vmap-of-grad-inner on a
+    non-leading axis, vmap-of-grad-only-<arg>)."""
     args = make_args(spec, rng)
     if cell == "vmap-new-axis":
         # The batch axis second where the argument has an axis (in_axes 1),
         # and last in the output (out_axes -1).
-        in_axes = [min(1, a.ndim) for a in args]
-        batched = [_insert(a, ax, NEW_AXIS, rng) for a, ax in zip(args, in_axes, strict=True)]
-        got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes, out_axes=-1), *batched)
-        parts = [
-            oracle(spec, [jnp.take(b, i, axis=ax) for b, ax in zip(batched, in_axes, strict=True)])
-            for i in range(NEW_AXIS)
-        ]
-        assert_outputs(spec, got, _stack(parts, axis=-1), "vmap, batch axis last")
-    elif cell == "vmap-some-args":
-        # Only the first argument batched; the others are shared by every slice.
-        batched = [_insert(args[0], 0, NEW_AXIS, rng), *args[1:]]
-        in_axes = [0] + [None] * (len(args) - 1)
-        got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes), *batched)
-        parts = [oracle(spec, [batched[0][i], *args[1:]]) for i in range(NEW_AXIS)]
-        assert_outputs(spec, got, _stack(parts, axis=0), "vmap, batch axis first")
+        _check_batched(
+            spec, args, [min(1, a.ndim) for a in args], -1, rng, "vmap, batch axis 1 in, last out"
+        )
+    elif cell == "vmap-mixed":
+        _check_batched(
+            spec, args, _mixed_axes(args), 1, rng, "vmap, mixed in_axes, batch axis 1 out"
+        )
+    elif cell.startswith("vmap-only-"):
+        name = cell.removeprefix("vmap-only-")
+        in_axes = [0 if a.name == name else None for a in spec.args]
+        _check_batched(spec, args, in_axes, 0, rng, f"vmap of {name} alone")
     elif cell == "vmap-nested":
         # Outer axis first, inner axis last: two batching rules composed.
-        inner = [_insert(a, a.ndim, 2, rng) for a in args]
-        batched = [_insert(a, 0, NEW_AXIS, rng) for a in inner]
+        inner = [_insert(a, a.ndim, 2, rng, arg) for a, arg in zip(args, spec.args, strict=True)]
+        batched = [
+            _insert(a, 0, NEW_AXIS, rng, arg) for a, arg in zip(inner, spec.args, strict=True)
+        ]
         last = [a.ndim - 1 for a in batched]  # inside the outer vmap, the axis is still last
         fn = jax.vmap(jax.vmap(spec.op, in_axes=[a - 1 for a in last]), in_axes=0)
         got = call_as_declared(fn, *batched)
@@ -652,19 +787,8 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             for i in range(NEW_AXIS)
         ]
         assert_outputs(spec, got, _stack(parts, axis=0), "vmap(vmap), outer axis first")
-    elif cell == "vmap-of-grad":
-        batched = [_insert(a, 0, NEW_AXIS, rng) for a in args]
-        slices = [[b[i] for b in batched] for i in range(NEW_AXIS)]
-        cts = [cotangents_for(spec, s, rng) for s in slices]
-        stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
-
-        def per_slice(args: list[Any], cts: list[Any]) -> Any:
-            return _grad(spec, spec.op, cts)(*args)
-
-        got = call_as_declared(jax.jit(jax.vmap(per_slice)), batched, stacked_cts)
-        wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
-        want = [np.stack(w) for w in zip(*wants, strict=True)]
-        assert_grads(spec, got, want, "jit(vmap(grad)), batch axis first")
+    elif cell.startswith("vmap-of-grad"):
+        _check_vmap_of_grad(spec, cell, args, rng)
     elif cell == "vmap-sharded-new-axis":
         _check_vmap_sharded(spec, rng)
     else:  # vmap-axis-<d>: vmap over one of the op's own batch axes
@@ -674,6 +798,66 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         out = out_axes[0] if len(out_axes) == 1 else tuple(out_axes)
         got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes, out_axes=out), *args)
         assert_outputs(spec, got, oracle(spec, args), f"vmap over {axis}", args)
+
+
+def _out_axis(out_axes: int, outputs: tuple[Any, ...]) -> Any:
+    """out_axes for each output: `out_axes` where it has an axis to put the
+    batch after (0 for a scalar)."""
+    each = [out_axes if (o.ndim or out_axes == -1) else 0 for o in outputs]
+    return each[0] if len(each) == 1 else tuple(each)
+
+
+def _check_batched(
+    spec: OpSpec, args: list[Any], in_axes: list[int | None], out_axes: int, rng: Any, where: str
+) -> None:
+    """vmap of the op with these in_axes and out_axes, against the oracle of each slice."""
+    batched = _batched(spec, args, in_axes, NEW_AXIS, rng)
+    outs = _outputs(jax.eval_shape(spec.op, *args))
+    out = _out_axis(out_axes, outs)
+    got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes, out_axes=out), *batched)
+    parts = [oracle(spec, _slice(batched, in_axes, i)) for i in range(NEW_AXIS)]
+    assert_outputs(spec, got, _stack_each(parts, out, len(outs)), where, batched=batched)
+
+
+def _stack_each(
+    parts: list[tuple[np.ndarray, ...]], out: Any, count: int
+) -> tuple[np.ndarray, ...]:
+    axes = out if isinstance(out, tuple) else (out,) * count
+    return tuple(
+        np.stack([p[k] for p in parts], axis=axes[k] % (np.ndim(parts[0][k]) + 1))
+        for k in range(count)
+    )
+
+
+def _check_vmap_of_grad(spec: OpSpec, cell: str, args: list[Any], rng: Any) -> None:
+    """vmap of the gradient against random cotangents: every argument and
+    cotangent batched first (vmap-of-grad), on a non-leading axis with the
+    gradients' batch axis last (vmap-of-grad-inner), or one argument alone
+    with the cotangents (vmap-of-grad-only-<arg>): the batching rules of
+    the op's backward see each pattern its forward's do."""
+    if cell == "vmap-of-grad":
+        in_axes, out_axes, where = [0] * len(args), 0, "jit(vmap(grad)), batch axis first"
+    elif cell == "vmap-of-grad-inner":
+        in_axes = [min(1, a.ndim) for a in args]
+        out_axes, where = -1, "jit(vmap(grad)), batch axis 1 in, last out"
+    else:
+        name = cell.removeprefix("vmap-of-grad-only-")
+        in_axes = [0 if a.name == name else None for a in spec.args]
+        out_axes, where = 0, f"jit(vmap(grad)) of {name} alone (and the cotangents)"
+    batched = _batched(spec, args, in_axes, NEW_AXIS, rng)
+    slices = [_slice(batched, in_axes, i) for i in range(NEW_AXIS)]
+    cts = [cotangents_for(spec, s, rng) for s in slices]
+    ct_axes = [min(1, c.ndim) if cell == "vmap-of-grad-inner" else 0 for c in cts[0]]
+    stacked_cts = [jnp.stack([c[k] for c in cts], axis=ax) for k, ax in enumerate(ct_axes)]
+
+    def per_slice(args: list[Any], cts: list[Any]) -> Any:
+        return _grad(spec, spec.op, cts)(*args)
+
+    mapped = jax.vmap(per_slice, in_axes=(in_axes, ct_axes), out_axes=out_axes)
+    got = call_as_declared(jax.jit(mapped), batched, stacked_cts)
+    wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
+    want = [np.stack(w, axis=out_axes % (np.ndim(w[0]) + 1)) for w in zip(*wants, strict=True)]
+    assert_grads(spec, got, want, where, batched=batched)
 
 
 def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
@@ -697,6 +881,43 @@ def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
     got_grads = call_as_declared(jax.jit(_grad_of(spec, mapped, len(placed))), *placed, *ct_placed)
     want_grads = [np.stack(w) for w in zip(*wants, strict=True)]
     assert_grads(spec, got_grads, want_grads, "jit(grad(vmap)), batch axis first")
+
+
+# --- Sizes ------------------------------------------------------------------------
+def cell_size(spec: OpSpec, axis: str, kind: str) -> int:
+    """The size a size-<axis>-<kind> cell gives the axis: 1; ragged, the
+    smallest prime above the declared size and 4 (a multiple of no block the
+    declared size suggests, nor of any mesh's shard count); large, LARGE
+    times the declared size."""
+    declared = spec.sizes[axis]
+    if kind == "1":
+        return 1
+    if kind == "large":
+        return LARGE * declared
+    candidate = max(declared, 4) + 1
+    while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
+        candidate += 1
+    return candidate
+
+
+def check_size(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """One axis at size 1, at a ragged size or at several times its declared
+    size (a kernel's grid rounding down leaves a ragged tail unwritten; a row
+    of one takes another path): jitted values and gradient against the oracle."""
+    axis, kind = cell.removeprefix("size-").rsplit("-", 1)
+    size = cell_size(spec, axis, kind)
+    args = make_args(spec, rng, sizes={axis: size})
+    where = f"{axis} = {size}"
+    hard = ill_conditioned(spec, cell) is not None
+    got = call_as_declared(jax.jit(spec.op), *args)
+    ref = _outputs(jax.jit(spec.reference)(*args)) if hard else None
+    assert_outputs(spec, got, oracle(spec, args), f"jit, {where}", args, reference=ref)
+    if _diff_args(spec):
+        cts = cotangents_for(spec, args, rng)
+        grads = call_as_declared(jax.jit(_grad(spec, spec.op, cts)), *args)
+        ref = jax.jit(_grad(spec, spec.reference, cts))(*args) if hard else None
+        want = vjp_oracle(spec, args, cts)
+        assert_grads(spec, grads, want, f"jit(grad), {where}", args, reference=ref)
 
 
 # --- Autodiff ----------------------------------------------------------------------
@@ -936,6 +1157,16 @@ def _huge(rng: Any, shape: Any, dtype: Any, smallest: float, largest: float) -> 
     return rng.choice([-1.0, 1.0], shape) * top * rng.uniform(0.25, 1, shape)
 
 
+def _magnitudes(rng: Any, shape: Any, dtype: Any, smallest: float, largest: float) -> np.ndarray:
+    """Magnitudes log-uniform from 1 to where huge starts, random signs: the
+    band between the standard normal and huge, which no other case draws
+    (an op that is wrong only for 300 < |x| < 1e17)."""
+    top = min(0.25 * math.sqrt(float(jnp.finfo(dtype).max)), largest)
+    bottom = min(1.0, top)
+    magnitude = np.exp(rng.uniform(math.log(bottom), math.log(top), shape))
+    return rng.choice([-1.0, 1.0], shape) * magnitude
+
+
 def _tiny(rng: Any, shape: Any, dtype: Any, smallest: float, largest: float) -> np.ndarray:
     """The smallest normal numbers, and a quarter of them subnormal (or the
     smallest magnitudes the argument supports, where that is more)."""
@@ -966,6 +1197,7 @@ HARD_CASES: dict[str, Callable[..., np.ndarray]] = {
     "exp-edge": _exp_edge,
     "shifted": _shifted,
     "huge": _huge,
+    "magnitudes": _magnitudes,
     "tiny": _tiny,
     "zeros": _zeros,
     "ties": _ties,
@@ -1038,7 +1270,8 @@ def check_hard(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         _stack([want, oracle(spec, view)], axis=0) for want, view in zip(wants, also, strict=True)
     ]
     got = call_as_declared(jax.jit(jax.vmap(spec.op)), *batched)
-    _either(lambda want: assert_outputs(spec, got, want, "jit(vmap), two draws"), stacked)
+    check = partial(assert_outputs, spec, got, where="jit(vmap), two draws", batched=batched)
+    _either(lambda want: check(want=want), stacked)
     if _diff_args(spec):
         cts = cotangents_for(spec, args, rng)
         grads = call_as_declared(jax.jit(_grad(spec, spec.op, cts)), *args)
@@ -1577,6 +1810,8 @@ def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], No
         return check_control_flow
     if cell.startswith("hard-"):
         return check_hard
+    if cell.startswith("size-"):
+        return check_size
     if cell.startswith("shard-map-"):
         return check_shard_map
     if cell.startswith("jit-"):

@@ -33,6 +33,7 @@ FAMILIES = {  # the first cell-name prefix that matches names the row
     "vmap-": "vmap",
     "grad-grad-explicit-": "jit, sharded inputs",  # second order on an Explicit mesh
     "grad-": "autodiff",
+    "size-": "sizes",
     "vjp": "autodiff",
     "jvp": "autodiff",
     "linearize": "autodiff",
@@ -54,7 +55,7 @@ def family(cell):
 def render(spec, failed=frozenset()):
     """One row per family of cells: those that match the oracle, and those
     refused (or failing), each with its note."""
-    from .conformance import cell_names, declared_collectives, refusal
+    from .conformance import cell_names, declared_collectives, ill_conditioned, refusal
 
     rows = {}
     for cell in cell_names(spec):
@@ -67,6 +68,11 @@ def render(spec, failed=frozenset()):
             notes.setdefault(refuse.why, []).append(cell)
         else:
             ok.append(f"`{cell}`")
+            why = ill_conditioned(spec, cell)
+            if why is not None:
+                notes.setdefault(
+                    f"ill-conditioned, held to the reference's own error: {why}", []
+                ).append(cell)
             declared = declared_collectives(spec, cell)
             if declared is not None:
                 notes.setdefault(_collectives_note(declared), []).append(cell)

@@ -95,8 +95,20 @@ def pytest_report_header():
 # show (exp overflowing near 88, a division by a norm of zero).
 # The whole suite stays the project's CI.
 QUICK_MARKER = "quick: the reference against its oracle and the matrix's core cells (-m quick)"
-QUICK_CELLS = ("eager", "jit", "vmap-new-axis", "grad-*", "hard-exp-edge", "hard-zeros")
-NOT_QUICK = ("grad-grad-*",)  # second order on a mesh: not a first gradient
+# And one sharded cell per shard_map axis (shard-map-<d>-1d), where a
+# per-shard result that needed the whole axis (a softmax normalised within
+# each shard) shows.
+QUICK_CELLS = (
+    "eager",
+    "jit",
+    "vmap-new-axis",
+    "grad-*",
+    "hard-exp-edge",
+    "hard-zeros",
+    "shard-map-*-1d",
+)
+# second order on a mesh: not a first gradient; shard_map's gradients
+NOT_QUICK = ("grad-grad-*", "shard-map-grad-*")
 
 
 def pytest_collection_modifyitems(items):

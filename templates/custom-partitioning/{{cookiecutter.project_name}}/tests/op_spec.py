@@ -80,6 +80,13 @@ SPEC = OpSpec(
     refuse={
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
+{%- if cookiecutter.example != "none" %}
+        "size-n-1": Refuse(
+            ValueError,
+            r"k must be an int in \[1, 1\]",
+            "refused: one item has no top k (k is at most the number of items)",
+        ),
+{%- endif %}
     },
 {%- if cookiecutter.example == "none" and cookiecutter.sharded_axes == "batch" %}
     # Counted on the cells' mesh of 4 devices: one all-gather in the forward

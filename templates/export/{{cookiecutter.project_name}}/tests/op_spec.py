@@ -111,6 +111,12 @@ FLOAT32_ONLY = Refuse(
     "refused: the artifact takes float32 only; finite differences need float64"
     " (the gradient cells check it)",
 )
+# The artifact's signature fixes the feature axis (a symbolic batch only).
+FIXED_FEATURES = Refuse(
+    ValueError,
+    r"x.shape\[\d\] must be 16, got",
+    "refused: the artifact's features are fixed at export; export another for another width",
+)
 {%- if seq %}
 
 
@@ -193,6 +199,7 @@ SPEC = OpSpec(
         "jvp": REVERSE_ONLY,
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
+        "size-f-*": FIXED_FEATURES,
 {%- if cookiecutter.vjp_order == "1" %}
         "grad-grad-explicit-*": FIRST_ORDER_ONLY,
 {%- endif %}

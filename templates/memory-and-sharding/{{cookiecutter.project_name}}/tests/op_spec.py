@@ -136,6 +136,14 @@ STEP_COLLECTIVES = {
 }
 {%- endif %}
 
+# The step splits the batch and the model width over the mesh's 4 devices
+# (FSDP): other sizes are refused, saying which.
+INDIVISIBLE = Refuse(
+    ValueError,
+    r"is not divisible by the 4 devices of mesh axis",
+    "refused: the step splits this axis over 4 devices; pad it to a multiple of 4",
+)
+
 SYMBOLIC = Refuse(
     ValueError,
     r"the step needs concrete shapes",
@@ -181,5 +189,7 @@ SPEC = OpSpec(
         "grad-grad-explicit-*": OTHER_MESH,
         "vmap-sharded-new-axis": OTHER_MESH,
         "export-symbolic": SYMBOLIC,
+        "size-[bd]-1": INDIVISIBLE,
+        "size-[bd]-ragged": INDIVISIBLE,
     },
 )

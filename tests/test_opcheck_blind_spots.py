@@ -1,0 +1,308 @@
+"""The matrix cannot be fooled (issue 59): for each blind spot it had, a
+wrong op that it now fails, in the cell named, and a right twin that it
+passes there. Each op is small and written here; check() runs only the
+cells that matter, on the CPU.
+
+Each wrong op below passed every cell of the matrix before its cell
+existed; the twin is the same op without the mistake, so the cell fails
+the mistake and not the op."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import core
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
+
+from jax_ladder.opcheck import Arg, OpSpec, Ulps, check
+from jax_ladder.opcheck.conformance import cell_names, cell_size
+
+
+def spec_of(op, reference, args, outputs, sizes, **more):
+    return OpSpec(
+        name=getattr(op, "__name__", "op"),
+        op=op,
+        reference=reference,
+        oracle=None,
+        args=args,
+        outputs=outputs,
+        sizes=sizes,
+        tolerance=more.pop("tolerance", Ulps(at_value=8)),
+        gradient_tolerance=more.pop("gradient_tolerance", Ulps(at_value=8, at_scale=8)),
+        **more,
+    )
+
+
+def outcome(spec, cell):
+    return check(spec, [cell])[cell]
+
+
+def assert_caught(wrong, right, cell):
+    """The wrong op fails `cell`, its right twin passes it."""
+    failed = outcome(wrong, cell)
+    assert failed.outcome == "failed", f"{cell} let the wrong op through: {failed}"
+    passed = outcome(right, cell)
+    assert passed.outcome == "passed", f"{cell} failed the right op: {passed.message}"
+    return failed.message
+
+
+# --- Batching: one argument alone, non-leading axes, the backward's rules ------
+def scaled_reference(x, w):
+    return x * w
+
+
+def with_vmap_rule(rule):
+    """x * w (x[n], w[n]) with a custom_vmap rule `rule(in_batched, x, w)`."""
+
+    @jax.custom_batching.custom_vmap
+    def scaled(x, w):
+        return x * w
+
+    @scaled.def_vmap
+    def _(axis_size, in_batched, x, w):
+        return rule(axis_size, in_batched, x, w), True
+
+    return scaled
+
+
+def right_rule(size, batched, x, w):
+    x = x if batched[0] else jnp.broadcast_to(x, (size, *x.shape))
+    w = w if batched[1] else jnp.broadcast_to(w, (size, *w.shape))
+    return x * w
+
+
+def wrong_when_w_alone(size, batched, x, w):
+    # Wrong where w alone is batched: it takes the first slice of w for every slice.
+    if batched[1] and not batched[0]:
+        return jnp.broadcast_to(x * w[0], (size, *x.shape))
+    return right_rule(size, batched, x, w)
+
+
+TWO = (Arg("x", ("n",)), Arg("w", ("n",)))
+
+
+def two_arg_spec(rule):
+    op = with_vmap_rule(rule)
+    op.__name__ = rule.__name__
+    return spec_of(op, scaled_reference, TWO, (("n",),), {"n": 8}, refuse={})
+
+
+def test_a_batching_rule_wrong_for_one_argument_alone_fails_vmap_only():
+    # (vmap-some-args batched only the first argument: this op passed it.)
+    message = assert_caught(
+        two_arg_spec(wrong_when_w_alone), two_arg_spec(right_rule), "vmap-only-w"
+    )
+    assert "vmap of w alone" in message
+    assert outcome(two_arg_spec(wrong_when_w_alone), "vmap-only-x").outcome == "passed"
+
+
+def cube_with_backward_rule(out_dim_of):
+    """y = x**3, a custom_vjp whose backward is a primitive with its own
+    batching rule; `out_dim_of(dims)` is where the rule says the result's
+    batch axis is. The right one says where the operands' is; the wrong one
+    always says 0, right only for a leading batch axis."""
+    backward = Primitive(f"cube_backward_{out_dim_of.__name__}")
+    backward.def_impl(lambda x, g: 3 * x**2 * g)
+    backward.def_abstract_eval(lambda x, g: core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(backward, mlir.lower_fun(lambda x, g: 3 * x**2 * g, False))
+
+    def rule(args, dims):
+        x, g = args
+        dx, dg = dims
+        # Both operands to one batch axis (the first batched one's), then the
+        # elementwise product keeps it there.
+        d = dx if dx is not None else dg
+        size = (x if dx is not None else g).shape[d]
+        x = jnp.moveaxis(x, dx, d) if dx is not None else jnp.expand_dims(x, d).repeat(size, d)
+        g = jnp.moveaxis(g, dg, d) if dg is not None else jnp.expand_dims(g, d).repeat(size, d)
+        return backward.bind(x, g), out_dim_of(d)
+
+    batching.primitive_batchers[backward] = rule
+
+    @jax.custom_vjp
+    def cube(x):
+        return x**3
+
+    cube.defvjp(lambda x: (x**3, x), lambda x, g: (backward.bind(x, g),))
+    cube.__name__ = f"cube_{out_dim_of.__name__}"
+    return cube
+
+
+def where_it_is(d):
+    return d
+
+
+def always_leading(d):
+    return 0
+
+
+def cube_reference(x):
+    return x**3
+
+
+def test_a_backward_batching_rule_right_only_for_a_leading_axis_fails_vmap_of_grad_inner():
+    # Square slices, so the misplaced batch axis gives the right shape and
+    # wrong values: no error, a silent wrong gradient.
+    args, out, sizes = (Arg("x", ("n", "k")),), (("n", "k"),), {"n": 2, "k": 2}
+    wrong = spec_of(cube_with_backward_rule(always_leading), cube_reference, args, out, sizes)
+    right = spec_of(cube_with_backward_rule(where_it_is), cube_reference, args, out, sizes)
+    assert outcome(wrong, "vmap-of-grad").outcome == "passed"  # the leading axis: right
+    assert_caught(wrong, right, "vmap-of-grad-inner")
+
+
+# --- Sizes: a row of one, a ragged tail ----------------------------------------
+def normalized_reference(x):
+    return x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def wrong_for_one_row(x):
+    # Squeezes the row axis away (meant: a size-1 feature axis), so one row
+    # broadcasts its mean over the wrong axis.
+    y = normalized_reference(x)
+    if x.shape[0] == 1:
+        return x / jnp.sqrt(jnp.mean(x * x) + 1.0)
+    return y
+
+
+ROWS = (Arg("x", ("b", "n")),)
+
+
+def test_an_op_wrong_for_a_batch_of_one_row_fails_size_1():
+    wrong = spec_of(wrong_for_one_row, normalized_reference, ROWS, (("b", "n"),), {"b": 8, "n": 16})
+    right = spec_of(
+        normalized_reference, normalized_reference, ROWS, (("b", "n"),), {"b": 8, "n": 16}
+    )
+    assert_caught(wrong, right, "size-b-1")
+
+
+def blocked_rows(block, ragged_ok):
+    """The rows normalised a block of rows at a time: with a floor-division
+    grid (ragged_ok False) the rows past the last whole block stay zero, as
+    a kernel's unwritten ragged tail does."""
+
+    def op(x):
+        rows = x.shape[0]
+        steps = -(-rows // block) if ragged_ok else rows // block
+        out = jnp.zeros_like(x)
+        for i in range(steps):
+            out = out.at[i * block : (i + 1) * block].set(
+                normalized_reference(x[i * block : (i + 1) * block])
+            )
+        return out
+
+    op.__name__ = "blocked_ragged_ok" if ragged_ok else "blocked_floor_grid"
+    return op
+
+
+def test_a_floor_division_grid_fails_size_ragged():
+    # The declared 16 rows are a multiple of the block, as the user's were.
+    sizes = {"b": 16, "n": 8}
+    wrong = spec_of(blocked_rows(4, False), normalized_reference, ROWS, (("b", "n"),), sizes)
+    right = spec_of(blocked_rows(4, True), normalized_reference, ROWS, (("b", "n"),), sizes)
+    assert cell_size(wrong, "b", "ragged") == 17
+    assert_caught(wrong, right, "size-b-ragged")
+    assert outcome(wrong, "size-b-large").outcome == "passed"  # 64 rows: whole blocks
+
+
+def test_the_ragged_size_is_prime_and_shards_evenly_nowhere():
+    spec = spec_of(
+        normalized_reference, normalized_reference, ROWS, (("b", "n"),), {"b": 1, "n": 128}
+    )
+    for axis in ("b", "n"):
+        size = cell_size(spec, axis, "ragged")
+        assert size > max(spec.sizes[axis], 4)
+        assert all(size % d for d in range(2, size))
+    assert cell_size(spec, "n", "large") == 512
+    assert {"size-b-1", "size-n-ragged", "size-n-large"} <= set(cell_names(spec))
+
+
+# --- Magnitudes: the band between the standard normal and huge ------------------
+def tripled_reference(x):
+    return 3 * x
+
+
+def wrong_in_a_band(x):
+    # 1% off for 300 < |x| < 1e17 only.
+    band = (jnp.abs(x) > 300) & (jnp.abs(x) < 1e17)
+    return jnp.where(band, 3.03, 3.0) * x
+
+
+def test_an_op_wrong_for_middling_magnitudes_fails_hard_magnitudes():
+    args, out, sizes = (Arg("x", ("n",)),), (("n",),), {"n": 64}
+    wrong = spec_of(wrong_in_a_band, tripled_reference, args, out, sizes)
+    right = spec_of(tripled_reference, tripled_reference, args, out, sizes)
+    for cell in ("hard-huge", "hard-exp-edge", "hard-shifted"):  # the old cases miss it
+        assert outcome(wrong, cell).outcome == "passed", cell
+    assert_caught(wrong, right, "hard-magnitudes")
+
+
+# --- Declared inputs reach the op in every cell that adds an axis ---------------
+def log_reference(x):
+    return jnp.log(x)
+
+
+def test_a_positive_domain_reaches_the_batching_cells():
+    # A log, right on its declared domain x > 0: before, the cells that add
+    # an axis drew standard normals for it and failed it (NaN for x < 0).
+    spec = spec_of(
+        log_reference,
+        log_reference,
+        (Arg("x", ("n",), domain=(0.0, math.inf), smallest=1e-3),),
+        (("n",),),
+        {"n": 8},
+    )
+    report = check(spec, ["vmap-*", "scan", "size-*", "jit"])
+    assert report.ok, [r.message for r in report.failed]
+
+
+def test_a_sample_reaches_the_batching_cells():
+    def positive(rng, shape):
+        return rng.uniform(0.5, 2.0, shape)
+
+    spec = spec_of(
+        log_reference, log_reference, (Arg("x", ("n",), sample=positive),), (("n",),), {"n": 8}
+    )
+    report = check(spec, ["vmap-*", "scan"])
+    assert report.ok, [r.message for r in report.failed]
+
+
+# --- Tolerances: an exactly-zero oracle -----------------------------------------
+def centred_reference(x):
+    """x minus its mean: exactly zero in float64 where every x is equal."""
+    return x - jnp.mean(x, axis=-1, keepdims=True)
+
+
+def centred_with_noise(x):
+    # float32's honest rounding: the mean of equal values, computed as a sum
+    # divided, is not always the value itself.
+    return x - jnp.sum(x, axis=-1, keepdims=True) * (1.0 / x.shape[-1])
+
+
+def centred_off(x):
+    return centred_with_noise(x) + 1e-3 * jnp.abs(x)
+
+
+def test_an_exactly_zero_oracle_is_compared_at_the_inputs_scale():
+    args, out, sizes = (Arg("x", ("b", "n")),), (("b", "n"),), {"b": 4, "n": 7}
+    tol = Ulps(at_value=4, at_scale=4)
+    right = spec_of(centred_with_noise, centred_reference, args, out, sizes, tolerance=tol)
+    wrong = spec_of(centred_off, centred_reference, args, out, sizes, tolerance=tol)
+    message = assert_caught(wrong, right, "hard-equal")
+    assert "e+3" not in message  # ulps counted at the inputs' scale, not at zero
+
+
+def test_the_zero_floor_applies_only_to_an_all_zero_oracle():
+    from jax_ladder.opcheck.compare import assert_close
+
+    want = np.zeros(4)
+    assert_close(np.full(4, 1e-8, np.float32), want, Ulps(at_value=4), scale=1.0)
+    with pytest.raises(AssertionError):
+        assert_close(np.full(4, 1e-8, np.float32), want, Ulps(at_value=4))  # no scale: exact
+    with pytest.raises(AssertionError):
+        # One element nonzero: the zeros are held at their own values, as before.
+        assert_close(
+            np.array([1e-8, 0, 0, 1], np.float32), np.array([0, 0, 0, 1.0]), Ulps(4), scale=1.0
+        )
