@@ -108,5 +108,10 @@ SPEC = OpSpec(
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
         "grad-grad-explicit-*": FIRST_ORDER_ONLY,
+        "size-f-*": Refuse(
+            ValueError,
+            r"x.shape\[\d\] must be 16, got",
+            "refused: the artifact's features are fixed at export",
+        ),
     },
 )

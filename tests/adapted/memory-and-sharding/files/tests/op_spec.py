@@ -43,6 +43,11 @@ OTHER_MESH = Refuse(
     "refused: Explicit inputs of another mesh; put them on the step's mesh first",
 )
 
+INDIVISIBLE = Refuse(
+    ValueError,
+    r"is not divisible by the 4 devices of mesh axis",
+    "refused: the step splits this axis over 4 devices; pad it to a multiple of 4",
+)
 SYMBOLIC = Refuse(
     ValueError,
     r"the step needs concrete shapes",
@@ -104,5 +109,7 @@ SPEC = OpSpec(
         "grad-grad-explicit-*": OTHER_MESH,
         "vmap-sharded-new-axis": OTHER_MESH,
         "export-symbolic": SYMBOLIC,
+        "size-[bd]-1": INDIVISIBLE,
+        "size-[bd]-ragged": INDIVISIBLE,
     },
 )
