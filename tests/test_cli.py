@@ -143,6 +143,42 @@ def test_the_venv_step_names_a_python_the_project_allows(tmp_path, monkeypatch, 
     assert steps.index("-m venv") < steps.index("pip install")
 
 
+BAKES = [pytest.param(r, {}, id=r.name) for r in available()]
+BAKES.append(pytest.param(by_name("internals"), {"api": "hijax"}, id="internals-hijax"))
+
+
+@pytest.mark.parametrize(("rung", "answers"), BAKES)
+def test_the_next_steps_say_which_jax_the_chosen_python_gets(tmp_path, monkeypatch, rung, answers):
+    """JAX 0.11 and newer have no wheels for Python 3.11, where pip quietly
+    installs the window's oldest minor: every template's next steps say which
+    JAX the Python they name gets, and what the other Pythons get."""
+    from jax_ladder.commands.new import next_steps
+    from jax_ladder.versions import JAX_NEWEST_MINOR, JAX_ON_PYTHON_OLDEST
+
+    project = scaffold(rung, tmp_path / "project", answers)
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    hijax = not pythons.jax_requirement(project).contains(JAX_ON_PYTHON_OLDEST.replace("x", "0"))
+    for version, gets in (("3.11.9", JAX_ON_PYTHON_OLDEST), ("3.13.2", JAX_NEWEST_MINOR)):
+        fake_python(bin_dir, "python3", version)
+        steps = next_steps(project)
+        if hijax and version == "3.11.9":  # refused: no Python found
+            assert not any(s.startswith("python3 -m venv") for s in steps), steps
+            continue
+        said = f"# python3 is Python {version}: it gets JAX {gets}"
+        (line,) = [s for s in steps if s.startswith(said)] or [steps]
+        assert steps.index(line) < next(i for i, s in enumerate(steps) if "-m venv" in s)
+        if not hijax:
+            others = f"(Python {PYTHON_OLDEST} gets JAX {JAX_ON_PYTHON_OLDEST} only, "
+            assert others in line, line
+    (bin_dir / "python3").unlink()
+    steps = next_steps(project)  # none found: what each Python would get
+    (said,) = [s for s in steps if s.startswith("# Python ")] or [steps]
+    assert JAX_NEWEST_MINOR in said, said
+    assert hijax or f"Python {PYTHON_OLDEST} gets JAX {JAX_ON_PYTHON_OLDEST} only" in said, said
+
+
 def test_new_rung_help_lists_that_templates_options(tmp_path, capsys, monkeypatch):
     """`new RUNG --help`: the template's options from its cookiecutter.json, each
     with its choices and default; the derived ones only named; nothing written."""

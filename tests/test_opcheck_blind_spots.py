@@ -8,6 +8,9 @@ existed; the twin is the same op without the mistake, so the cell fails
 the mistake and not the op."""
 
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -306,3 +309,141 @@ def test_the_zero_floor_applies_only_to_an_all_zero_oracle():
         assert_close(
             np.array([1e-8, 0, 0, 1], np.float32), np.array([0, 0, 0, 1.0]), Ulps(4), scale=1.0
         )
+
+
+# --- Partly manual shard_maps: a split row, an Explicit free axis ---------------
+def on_eight_devices(test):
+    """Whether the test ran itself in a fresh process with 8 simulated CPU
+    devices (its cells' 2x2 mesh needs 4; JAX's device count is fixed once it
+    starts): True there, so the caller returns; False where this process has
+    them and the test runs here."""
+    if len(jax.devices("cpu")) >= 4:
+        return False
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = {**os.environ, "XLA_FLAGS": flags.strip()}
+    command = [sys.executable, "-m", "pytest", f"{__file__}::{test.__name__}", "-q", "-n", "0"]
+    command += ["-p", "no:cacheprovider"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return True
+
+
+def softmax_rows_reference(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def softmax_partitioned(rows_whole_in_shard_map):
+    """Row softmax of x (b, n) by custom_partitioning, each device's block with
+    its rows whole (n replicated). Inside a shard_map manual over "x" the
+    partitioner hands partition an XLA tiling over the free axis ("y" of the
+    cells' 2x2 mesh) instead of a NamedSharding: read as a spec there, rows
+    are whole only if rows_whole_in_shard_map (the FFI template's _on_free_axes);
+    else the block is used as it comes, each device normalising its piece."""
+    from jax._src.sharding_impls import parse_flatten_op_sharding
+    from jax.experimental.custom_partitioning import custom_partitioning
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    @custom_partitioning
+    def call(x):
+        return softmax_rows_reference(x)
+
+    def partition(mesh, arg_shapes, result_shape):
+        sharding = arg_shapes[0].sharding
+        if isinstance(sharding, NamedSharding):
+            mesh, rows = sharding.mesh, (*sharding.spec, None)[0]
+            layout = NamedSharding(mesh, P(rows, None))
+        elif rows_whole_in_shard_map:
+            devices = sorted(sharding.device_set, key=lambda d: d.id)[:2]
+            mesh = Mesh(np.array(devices), ("y",))
+            (spec,) = parse_flatten_op_sharding(sharding._to_xla_hlo_sharding(2), mesh)
+            layout = NamedSharding(mesh, P((*spec, None)[0], None))
+        else:
+            layout = sharding
+        return mesh, softmax_rows_reference, layout, (layout,)
+
+    call.def_partition(partition, sharding_rule="b n -> b n", need_replication_factors=("n",))
+
+    @jax.custom_vjp
+    def op(x):
+        return call(x)
+
+    def fwd(x):
+        y = call(x)
+        return y, y
+
+    def bwd(y, g):
+        return (y * (g - jnp.sum(g * y, axis=-1, keepdims=True)),)
+
+    op.defvjp(fwd, bwd)
+    return op
+
+
+def softmax_spec(op):
+    from jax_ladder.opcheck import Collectives
+
+    # Both gather split rows whole, where the reference all-reduces partial sums.
+    gathered = Collectives(
+        "rows gathered whole",
+        forward={"all-gather": 1},
+        gradient={"all-gather": 1, "all-reduce": 1},
+    )
+    extra = {"jit-auto-n": gathered, "shard-map-partial-b-free-n": gathered}
+    args, out = (Arg("x", ("b", "n")),), (("b", "n"),)
+    return spec_of(
+        op,
+        softmax_rows_reference,
+        args,
+        out,
+        {"b": 8, "n": 8},
+        shard_map_axes=("b",),
+        extra_collectives=extra,
+    )
+
+
+def test_a_row_split_over_a_shard_maps_free_axis_reaches_the_ops_rule():
+    if on_eight_devices(test_a_row_split_over_a_shard_maps_free_axis_reaches_the_ops_rule):
+        return
+    # Measured: the twins' outcomes differ in this cell alone (both fail the
+    # cells custom_partitioning cannot run: vmap, second order, explicit axes).
+    wrong, right = softmax_partitioned(False), softmax_partitioned(True)
+    cell = "shard-map-partial-b-free-n"
+    message = assert_caught(softmax_spec(wrong), softmax_spec(right), cell)
+    assert "output 0" in message
+
+
+def doubled_reference(x):
+    return x + x
+
+
+def doubled_auto(skip_manual):
+    """x + x with the operand's Explicit mesh axes made Auto for the call
+    (jax.sharding.auto_axes, as the Pallas template's per_shard), where it
+    has any, and, unless skip_manual, its Manual ones too: JAX refuses those."""
+    from jax.sharding import AxisType
+
+    def op(x):
+        mesh = jax.typeof(x).sharding.mesh
+        kinds = (AxisType.Explicit,) if skip_manual else (AxisType.Explicit, AxisType.Manual)
+        axes = tuple(a for a, t in zip(mesh.axis_names, mesh.axis_types, strict=True) if t in kinds)
+        if AxisType.Explicit not in mesh.axis_types:
+            return x + x
+        out = jax.typeof(x).sharding
+        return jax.sharding.auto_axes(lambda x: x + x, axes=axes, out_sharding=out)(x)
+
+    return op
+
+
+def test_an_explicit_free_axis_in_a_partly_manual_shard_map():
+    if on_eight_devices(test_an_explicit_free_axis_in_a_partly_manual_shard_map):
+        return
+    args, out = (Arg("x", ("b", "n")),), (("b", "n"),)
+
+    def spec(op):
+        return spec_of(op, doubled_reference, args, out, {"b": 8, "n": 8}, shard_map_axes=("b",))
+
+    wrong, right = spec(doubled_auto(False)), spec(doubled_auto(True))
+    for cell in ("shard-map-partial-b", "jit-explicit-b", "vmap-sharded-new-axis"):
+        assert outcome(wrong, cell).outcome == "passed", cell
+    message = assert_caught(wrong, right, "shard-map-partial-explicit-b")
+    assert "Manual" in message

@@ -78,6 +78,11 @@ def _candidates(needs: SpecifierSet) -> Iterator[str]:
     yield from (path for _, path in sorted(installed))
 
 
+def version_of(command: str) -> str | None:
+    """The Python version `command` runs ("3.12.4"), None if it does not run."""
+    return _version_of(command)
+
+
 def _version_of(command: str) -> str | None:
     try:
         probe = subprocess.run(

@@ -42,6 +42,9 @@ JAX_OLDEST = JAX_WINDOW[0]
 PYTHON_OLDEST = "3.11"
 # The JAX a project gets there ("0.10.x"), as the READMEs say.
 JAX_ON_PYTHON_OLDEST = f"{_OLDEST[0]}.{_OLDEST[1]}.x"
+# The JAX a project gets on a newer Python ("0.12.x", the window's newest
+# minor): what `jax-ladder new` says the Python it names gets.
+JAX_NEWEST_MINOR = f"{_NEWEST[0]}.{_NEWEST[1]}.x"
 
 # The internals template's api=hijax defines its primitive as a
 # jax.experimental.hijax.HiPrim, which JAX 0.11 introduced (0.10 has an earlier

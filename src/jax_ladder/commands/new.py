@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from jax_ladder import pythons, versions
 from jax_ladder.commands._common import (
@@ -168,7 +169,15 @@ def next_steps(project: Path) -> list[str]:
     python = pythons.find_python(needs)
     if python is None:
         steps.append(f"# it needs Python {needs}, and none was found here: install one, then")
+        steps.append(f"# {_jax_by_python(project)}")
         python = f"python{pythons.oldest_allowed(needs)}"
+    else:
+        version = pythons.version_of(python)
+        gets = _jax_on(version, project)
+        said = f"# {python} is Python {version}: it gets JAX {gets}"
+        if pythons.jax_requirement(project).contains(versions.JAX_OLDEST):
+            said += f" ({_jax_by_python(project)})"  # hijax: the line above says why
+        steps.append(said)
     steps += [
         f"{python} -m venv .venv && . .venv/bin/activate",
         # The pip that `venv` bundles may be old: pip 23.2 (Python 3.11's and
@@ -181,6 +190,26 @@ def next_steps(project: Path) -> list[str]:
         "python benchmarks/bench.py",
     ]
     return steps
+
+
+def _jax_on(python_version: str | None, project: Path) -> str:
+    """The JAX minor ("0.10.x") pip installs for the project on that Python: the
+    window's newer minors have no wheels for its oldest Python."""
+    newer = Version(python_version or "0") >= Version(versions.HIJAX_PYTHON_OLDEST)
+    if newer or not pythons.jax_requirement(project).contains(versions.JAX_OLDEST):
+        return versions.JAX_NEWEST_MINOR
+    return versions.JAX_ON_PYTHON_OLDEST
+
+
+def _jax_by_python(project: Path) -> str:
+    """What each Python gets, as the next steps say it."""
+    newer = f"{versions.HIJAX_PYTHON_OLDEST} or newer"
+    if not pythons.jax_requirement(project).contains(versions.JAX_OLDEST):
+        return f"Python {newer} gets JAX {versions.JAX_NEWEST_MINOR}"
+    return (
+        f"Python {versions.PYTHON_OLDEST} gets JAX {versions.JAX_ON_PYTHON_OLDEST} only, "
+        f"{newer} {versions.JAX_NEWEST_MINOR}"
+    )
 
 
 def _installed_jax_note() -> str | None:

@@ -260,12 +260,15 @@ def cell_names(spec: OpSpec) -> list[str]:
             ]
         names.append(f"shard-map-wrong-out-specs-{axis}")
         names.append(f"shard-map-partial-{axis}")
+        names.append(f"shard-map-partial-explicit-{axis}")
+        names += [f"shard-map-partial-{axis}-free-{r}" for r in _free_split(spec)]
     for axis in spec.axes:
         names += [f"jit-auto-{axis}", f"jit-explicit-{axis}", f"jit-explicit-set-mesh-{axis}"]
     pairs = spec.shard_map_axes
     names += [f"jit-auto-{a}+{b}" for i, a in enumerate(pairs) for b in pairs[i + 1 :]]
     names += [f"jit-explicit-2d-{axis}" for axis in spec.shard_map_axes]
     names += [f"grad-grad-explicit-{axis}" for axis in spec.axes]
+    names += [f"grad-grad-explicit-vmap-{axis}" for axis in ("new-axis", *spec.axes)]
     names += ["export-symbolic"] if spec.symbolic_axis else []
     names += [f"lower-{platform}" for platform in spec.platforms]
     return names
@@ -1379,14 +1382,24 @@ def check_shard_map(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
 
 def check_shard_map_partial(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     """The op in a shard_map manual over "x" alone of a 2-D mesh, "y" left
-    automatic (axis_names), its inputs split along the axis over ("x", "y"):
+    free (axis_names), its inputs split along the axis over ("x", "y"):
     inside, each shard's operands are still split over "y", so the op's own
     partitioning (a custom_partitioning rule, an FFI call's sharding rule)
     meets a mesh partly manual. Values, the gradient, and the compiled
     collectives of both programs no more than the reference's in the same
-    shard_map."""
-    axis = cell.removeprefix("shard-map-partial-")
-    mesh = _mesh("2d")
+    shard_map.
+
+    shard-map-partial-<d>: "y" Auto (the op's auto_op, where it has one);
+    shard-map-partial-explicit-<d>: "y" Explicit (jax.make_mesh's default),
+    the op itself; shard-map-partial-<d>-free-<e>: "y" Auto, the inputs split
+    along d over "x" and along e, an axis no shard_map splits (the row a
+    row-wise op reduces over, say), over "y": an op that computes each
+    block of e alone (normalises each shard of a row), or whose own
+    sharding rule declares e splittable where it is not, fails."""
+    rest = cell.removeprefix("shard-map-partial-")
+    explicit = rest.startswith("explicit-")
+    axis, _, free = rest.removeprefix("explicit-").partition("-free-")
+    mesh = _mesh("2d", AxisType.Explicit if explicit else AxisType.Auto)
     args = make_args(spec, rng)
     cts = cotangents_for(spec, args, rng)
     in_specs = tuple(_specs([a.axes for a in spec.args], axis))
@@ -1397,10 +1410,16 @@ def check_shard_map_partial(spec: OpSpec, cell: str, rng: np.random.Generator) -
             fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, axis_names={"x"}
         )
 
-    # "y" stays Auto: the op's entry point for Auto shardings, where it has one.
-    mine, theirs = partly_manual(spec.auto_op or spec.op), partly_manual(spec.reference)
-    placed = _split(mesh, args, [a.axes for a in spec.args], axis, ("x", "y"))
-    ct_placed = _split(mesh, cts, _cotangent_axes(spec, args), axis, ("x", "y"))
+    # An Auto "y": the op's entry point for Auto shardings, where it has one.
+    fn = spec.op if explicit else spec.auto_op or spec.op
+    mine, theirs = partly_manual(fn), partly_manual(spec.reference)
+    if free:
+        placed = _split_two(mesh, args, [a.axes for a in spec.args], axis, free)
+        ct_axes = _cotangent_axes(spec, args)
+        ct_placed = _split_two(mesh, cts, ct_axes, axis, free)
+    else:
+        placed = _split(mesh, args, [a.axes for a in spec.args], axis, ("x", "y"))
+        ct_placed = _split(mesh, cts, _cotangent_axes(spec, args), axis, ("x", "y"))
     count = len(args)
     programs = {
         "forward": (jax.jit(mine), jax.jit(theirs), placed),
@@ -1411,12 +1430,37 @@ def check_shard_map_partial(spec: OpSpec, cell: str, rng: np.random.Generator) -
         ),
     }
     got = call_as_declared(programs["forward"][0], *placed)
+    if explicit:
+        # The results' types: split over "y" as the reference's (else the
+        # gradient's random weighting meets mismatched shardings).
+        assert_same_shardings(got, theirs, placed)
     got_grads = call_as_declared(programs["gradient"][0], *placed, *ct_placed)
-    where = "jit(shard_map manual over x)"
+    where = f"jit(shard_map manual over x, {'Explicit' if explicit else 'Auto'} y"
+    where += f" splitting {free})" if free else ")"
     assert_outputs(spec, got, oracle(spec, args), where=where, inputs=args)
     want_grads = vjp_oracle(spec, args, cts)
     assert_grads(spec, got_grads, want_grads, where=f"gradient of {where}", inputs=args)
     assert_collectives(spec, cell, programs)
+
+
+def _free_split(spec: OpSpec) -> list[str]:
+    """The axes of shard-map-partial-<d>-free-<e>: those no shard_map splits
+    (a row-wise op's row), each split over the free mesh axis."""
+    return [a for a in spec.axes if a not in spec.shard_map_axes]
+
+
+def _split_two(mesh: Any, arrays: list[Any], axes_list: Any, axis: str, free: str) -> list[Any]:
+    """Each array placed on mesh, split over "x" along its dimension named
+    `axis` and over "y" along the one named `free` (replicated along
+    whichever it lacks)."""
+    placed = []
+    for array, axes in zip(arrays, axes_list, strict=True):
+        mesh_axes = {axis: "x", free: "y"}
+        # a spec names a mesh axis once: on the first dimension so named
+        first = [a in mesh_axes and a not in axes[:i] for i, a in enumerate(axes)]
+        spec = P(*(mesh_axes[a] if f else None for a, f in zip(axes, first, strict=True)))
+        placed.append(jax.device_put(array, NamedSharding(mesh, spec)))
+    return placed
 
 
 # --- jit with sharded inputs -----------------------------------------------------------
@@ -1557,17 +1601,33 @@ def _grad_grad(
 
 def check_grad_grad_explicit(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     """Second order, reverse over reverse and jitted, with the inputs, the
-    cotangents and the directions split along one axis over an Explicit mesh:
-    the op's backward pass is itself differentiated on sharding-typed values.
+    cotangents and the directions split along one axis over an Explicit mesh
+    (no jax.set_mesh: the mesh is the operands' types'): the op's backward
+    pass is itself differentiated on sharding-typed values.
+    grad-grad-explicit-vmap-<d>: the same of vmap of the op, every argument
+    with a new leading axis (grad(grad(vmap(op)))), split along d or, for
+    grad-grad-explicit-vmap-new-axis, along the new axis: the op's batching
+    rules meet sharding-typed values, in its backward's own backward too.
 
     The oracle is the reference's own second order in float64 on the CPU,
     also where the declaration has a gradient_oracle: that one stands in where
     the reference's autodiff is wrong (coincident points, a norm of zero),
     which random inputs avoid."""
-    axis = cell.removeprefix("grad-grad-explicit-")
+    rest = cell.removeprefix("grad-grad-explicit-")
+    batched = rest.startswith("vmap-")
+    axis = rest.removeprefix("vmap-") if batched else rest
     mesh = _mesh("1d", AxisType.Explicit)
     args = make_args(spec, rng)
-    cts = cotangents_for(spec, args, rng)
+    arg_axes = [a.axes for a in spec.args]
+    ct_axes = _cotangent_axes(spec, args)
+    op, reference = spec.op, spec.reference
+    if batched:  # the new axis, named "new-axis" (no declared axis has a dash)
+        size = len(mesh.devices.flat) if axis == "new-axis" else NEW_AXIS
+        args = [_insert(a, 0, size, rng, arg) for a, arg in zip(args, spec.args, strict=True)]
+        arg_axes = [("new-axis", *axes) for axes in arg_axes]
+        ct_axes = [("new-axis", *axes) for axes in ct_axes]
+        op, reference = jax.vmap(op), jax.vmap(reference)
+    cts = cotangents_for(spec, args, rng, op)
     diff = _diff_args(spec)
     directions = [jnp.asarray(rng.standard_normal(args[i].shape), args[i].dtype) for i in diff]
     split = len(args), len(args) + len(cts)
@@ -1576,23 +1636,25 @@ def check_grad_grad_explicit(spec: OpSpec, cell: str, rng: np.random.Generator) 
     # closes over: they arrive split like the inputs.
     def program(*everything: Any) -> Any:
         a, c, v = everything[: split[0]], everything[split[0] : split[1]], everything[split[1] :]
-        return _grad_grad(spec, spec.op, list(c), list(v))(*a)
+        return _grad_grad(spec, op, list(c), list(v))(*a)
 
     # keep_unused: a linear op's second order is zeros, read from no input,
     # and the inputs kept are what places such a program on the mesh.
     got = call_as_declared(
         jax.jit(program, keep_unused=True),
-        *_split(mesh, args, [a.axes for a in spec.args], axis),
-        *_split(mesh, cts, _cotangent_axes(spec, args), axis),
-        *_split(mesh, directions, [spec.args[i].axes for i in diff], axis),
+        *_split(mesh, args, arg_axes, axis),
+        *_split(mesh, cts, ct_axes, axis),
+        *_split(mesh, directions, [arg_axes[i] for i in diff], axis),
     )
     with jax.default_device(_CPU):
         cts64, directions64 = [_to64(c) for c in cts], [_to64(v) for v in directions]
-        want = _grad_grad(spec, spec.reference, cts64, directions64)(*(_to64(a) for a in args))
+        want = _grad_grad(spec, reference, cts64, directions64)(*(_to64(a) for a in args))
     # assert_grads holds the declaration's gradient_tolerance: the second order's, here.
     tolerance = spec.second_order_tolerance or spec.gradient_tolerance
     held = replace(spec, gradient_tolerance=tolerance)
-    assert_grads(held, got, [np.asarray(w) for w in want], where="jit(grad(grad))", inputs=args)
+    where = "jit(grad(grad(vmap)))" if batched else "jit(grad(grad))"
+    inputs = {"batched": args} if batched else {"inputs": args}
+    assert_grads(held, got, [np.asarray(w) for w in want], where=where, **inputs)
 
 
 # --- matmul precision --------------------------------------------------------------

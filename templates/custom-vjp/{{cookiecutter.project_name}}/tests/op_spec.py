@@ -18,7 +18,7 @@ from compare import Ulps
 {% if cookiecutter.example == "none" -%}
 from conformance import Arg, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% else -%}
-from conformance import Arg, Collectives, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
+from conformance import Arg, Collectives, OpSpec, Refuse
 {% endif %}
 {%- if cookiecutter.rule == "vjp" %}
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.
@@ -155,6 +155,17 @@ BOTH_SPLIT = Collectives(
     POINTS_SPLIT.why + ", and 4 all-gathers, not 1",
     gradient={"all-gather": 4, "all-reduce": 5},
 )
+{%- if cookiecutter.rule == "vjp" %}
+# Second order of vmap of the op on an Explicit mesh: JAX batches the
+# backward's lax.cond (near-duplicates) into a select whose predicate carries
+# no sharding, and refuses it against the split cases (JAX 0.12).
+BATCHED_COND = Refuse(
+    Exception,
+    r"select `which` must be scalar or have the same sharding as cases",
+    "refused: JAX's batched lax.cond on Explicit shardings (the rule's"
+    " near-duplicate branch); jax.set_mesh does not help: vmap the first order",
+)
+{%- endif %}
 # In a shard_map manual over "x" alone, the points are still split over "y".
 PARTLY_MANUAL = Collectives(
     "{{ 6 if cookiecutter.rule == 'vjp' else 7 }} small all-reduces over the points split over the automatic axis, not 2",
@@ -200,10 +211,22 @@ SPEC = OpSpec(
         **{f"jit-{mode}-k": FEATURES_SPLIT for mode in MODES},
         "jit-auto-n+m": BOTH_SPLIT,
         "jit-explicit-2d-*": POINTS_SPLIT,
+        # The features split over the automatic axis a shard_map leaves free.
+        "shard-map-partial-*-free-k": Collectives(
+            FEATURES_SPLIT.why,
+            gradient={"all-gather": 2, "all-reduce": {{ 2 if cookiecutter.rule == "vjp" else 3 }}},
+        ),
         "shard-map-partial-*": PARTLY_MANUAL,
     },
+    refuse={
 {%- if cookiecutter.rule == "vjp" %}
-    refuse={"jvp": FORWARD_MODE, "linearize": FORWARD_MODE},
+        "jvp": FORWARD_MODE,
+        "linearize": FORWARD_MODE,
 {%- endif %}
+{%- if cookiecutter.rule == "vjp" %}
+        # (the new axis split is fine: the select's cases are not split)
+        "grad-grad-explicit-vmap-[nmk]": BATCHED_COND,
+{%- endif %}
+    },
 )
 {%- endif %}

@@ -111,6 +111,16 @@ FLOAT32_ONLY = Refuse(
     "refused: the artifact takes float32 only; finite differences need float64"
     " (the gradient cells check it)",
 )
+# Inside a shard_map manual over "x" alone, with the batch also split over
+# the Explicit axis "y" it leaves free: the artifact's call (exported for
+# whole arrays) returns its result whole over "y", where the reference's
+# stays split, so the result's type differs from the reference's.
+GATHERED_OVER_FREE = Refuse(
+    AssertionError,
+    r"output 0: sharded P\('x', None.*\), the reference's P\(\('x', 'y'\), None.*\)",
+    "refused: the result comes back whole over the Explicit axes a shard_map"
+    " leaves free; make the shard_map manual over every axis",
+)
 # The artifact's signature fixes the feature axis (a symbolic batch only).
 FIXED_FEATURES = Refuse(
     ValueError,
@@ -200,6 +210,7 @@ SPEC = OpSpec(
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
         "size-f-*": FIXED_FEATURES,
+        "shard-map-partial-explicit-b": GATHERED_OVER_FREE,
 {%- if cookiecutter.vjp_order == "1" %}
         "grad-grad-explicit-*": FIRST_ORDER_ONLY,
 {%- endif %}

@@ -110,6 +110,15 @@ SHARDED_ROW = Refuse(
     "refused: the last axis couples neighbours; shard the batch axis, or reshard first",
 )
 
+{%- if cookiecutter.example != "none" and cookiecutter.lowering != "ffi" %}
+# Each shift trades one boundary element with each neighbour.
+HALO = Collectives(
+    "a halo exchange (collective-permute) of one element per shard boundary",
+    forward={"collective-permute": 2},
+    gradient={"collective-permute": 6},
+)
+{%- endif %}
+
 FINITE_PRODUCTS = (-1e18, 1e18)
 {%- endif %}
 
@@ -168,11 +177,11 @@ SPEC = OpSpec(
         ),
 {%- else %}
         # Each shift trades one boundary element with each neighbour.
-        "jit-auto-n": Collectives(
-            "a halo exchange (collective-permute) of one element per shard boundary",
-            forward={"collective-permute": 2},
-            gradient={"collective-permute": 6},
-        ),
+        "jit-auto-n": HALO,
+        # The same with n split over the automatic axis a shard_map leaves
+        # free, where the reference gathers (3 all-gathers and 1 all-reduce
+        # forward, 1 and 1 in the gradient).
+        "shard-map-partial-b-free-n": HALO,
 {%- endif %}
 {%- if cookiecutter.lowering == "ffi" and cookiecutter.api == "hijax" %}
         # jax.ffi.ffi_call takes no MLIR attributes, so the custom call has no
@@ -197,6 +206,7 @@ SPEC = OpSpec(
         "jit-explicit-n": SHARDED_ROW,
         "jit-explicit-set-mesh-n": SHARDED_ROW,
         "grad-grad-explicit-n": SHARDED_ROW,
+        "grad-grad-explicit-vmap-n": SHARDED_ROW,
     },
 {%- endif %}
 )

@@ -30,6 +30,15 @@ SHARDED_K = Refuse(
     r"the contracted axis k is sharded",
     "refused: the kernel needs k whole; jax.sharding.reshard it first",
 )
+# Inside a shard_map manual over "x", operands split over its free Explicit
+# axis "y": the kernel's blocks keep x's varying types, which Pallas's
+# interpreter and the custom VJP lose (src/.../composition.py, per_shard).
+PARTLY_MANUAL_EXPLICIT = Refuse(
+    NotImplementedError,
+    r"inside a jax\.shard_map manual over",
+    "refused: operands split over the Explicit axes a shard_map leaves free;"
+    " make it manual over them too, or reshard them whole first",
+)
 # pallas_call has no autodiff rule: the op is a jax.custom_vjp, reverse mode only.
 FORWARD_MODE = Refuse(
     TypeError,
@@ -119,11 +128,20 @@ SPEC = OpSpec(
             forward={"all-gather": 2},
             gradient={"all-reduce": 1},
         ),
+        # k split over the automatic axis a shard_map leaves free: gathered
+        # too; the gradient's sums as the reference's.
+        "shard-map-partial-*-free-k": Collectives(
+            "k is gathered: the GELU needs whole sums",
+            forward={"all-gather": 2},
+            gradient={"all-reduce": 2},
+        ),
     },
     refuse={
         "jit-explicit-k": SHARDED_K,
         "jit-explicit-set-mesh-k": SHARDED_K,
         "grad-grad-explicit-k": SHARDED_K,
+        "grad-grad-explicit-vmap-k": SHARDED_K,
+        "shard-map-partial-explicit-*": PARTLY_MANUAL_EXPLICIT,
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,

@@ -120,8 +120,22 @@ def rowwise(op: Callable[..., Any]) -> Callable[..., Any]:
             a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
             for a, batched in zip(args, in_batched, strict=True)
         )
+        # Under Explicit mesh axes the folded rows must stay split as they
+        # come: a whole batch axis before split rows cannot merge with them
+        # (JAX refuses the reshape), so there the rows go first, each row's
+        # batch after it (rows are independent: their order is free).
+        first = next(a for a, batched in zip(args, in_batched, strict=True) if batched)
+        spec = (*jax.typeof(first).sharding.spec, None, None)
+        rows_first = spec[0] is None and spec[1] is not None
+        if rows_first:
+            args = tuple(jnp.swapaxes(a, 0, 1) for a in args)
         out = folded(*(a.reshape(-1, *a.shape[2:]) for a in args))
-        unfolded = jax.tree.map(lambda o: o.reshape(axis_size, -1, *o.shape[1:]), out)
-        return unfolded, jax.tree.map(lambda _: True, out)
+
+        def unfold(o: jax.Array) -> jax.Array:
+            if rows_first:
+                return jnp.swapaxes(o.reshape(-1, axis_size, *o.shape[1:]), 0, 1)
+            return o.reshape(axis_size, -1, *o.shape[1:])
+
+        return jax.tree.map(unfold, out), jax.tree.map(lambda _: True, out)
 
     return folded

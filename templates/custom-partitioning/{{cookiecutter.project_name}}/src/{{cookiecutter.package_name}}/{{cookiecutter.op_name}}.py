@@ -221,9 +221,14 @@ def _pick(a: jax.Array, indices: jax.Array) -> jax.Array:
     Under Explicit mesh axes the layout must be given: JAX refuses to guess
     how a gather from an items axis split over the mesh is laid out
     (ShardingTypeError); the compiler then moves what it needs."""
-    rows = jnp.arange(a.shape[0])[:, None]
-    out_sharding = jax.typeof(indices).sharding if explicit(a) else None
-    return a.at[rows, indices].get(out_sharding=out_sharding)
+    # take_along_axis, not a.at[arange(rows)[:, None], indices]: under vmap
+    # with the batch split over an Explicit mesh axis (grad(grad(vmap(op)))
+    # outside jax.set_mesh), that gather's index array from the meshless
+    # arange failed ("Resource axis ... not found in mesh: ()"). The layout is
+    # given on a's mesh.
+    layout = jax.typeof(indices).sharding.spec
+    out_sharding = NamedSharding(jax.typeof(a).sharding.mesh, layout) if explicit(a) else None
+    return jnp.take_along_axis(a, indices, axis=1, out_sharding=out_sharding)
 
 
 @_fwd.defjvp

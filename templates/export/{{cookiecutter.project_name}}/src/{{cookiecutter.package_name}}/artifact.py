@@ -437,10 +437,24 @@ def _folding_vmap_axis_into_batch(fn: F) -> F:
             a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
             for a, batched in zip(args, in_batched, strict=True)
         )
+        # Under Explicit mesh axes the folded batch must stay split as it
+        # comes: a whole vmapped axis before a split batch cannot merge with
+        # it (JAX refuses the reshape), so there the batch goes first, each
+        # of its rows' vmapped copies after it (rows are independent).
+        first = next(a for a, batched in zip(args, in_batched, strict=True) if batched)
+        spec = (*jax.typeof(first).sharding.spec, None, None)
+        batch_first = spec[0] is None and spec[1] is not None
+        if batch_first:
+            args = tuple(jnp.swapaxes(a, 0, 1) for a in args)
         # folded, not fn: inside an outer vmap, its rule folds again.
         out = folded(*(a.reshape(-1, *a.shape[2:]) for a in args))
-        unfolded = jax.tree.map(lambda o: o.reshape(axis_size, -1, *o.shape[1:]), out)
-        return unfolded, jax.tree.map(lambda _: True, out)
+
+        def unfold(o: jax.Array) -> jax.Array:
+            if batch_first:
+                return jnp.swapaxes(o.reshape(-1, axis_size, *o.shape[1:]), 0, 1)
+            return o.reshape(axis_size, -1, *o.shape[1:])
+
+        return jax.tree.map(unfold, out), jax.tree.map(lambda _: True, out)
 
     return folded  # type: ignore[return-value]
 

@@ -162,7 +162,21 @@ def per_shard(
         )(*operands)
 
     mesh = next(m for m in (jax.typeof(x).sharding.mesh for x in operands) if m.axis_names)
-    unused = tuple(sorted(set(mesh.axis_names) - named))
+    # Inside a jax.shard_map manual over some mesh axes, those are already
+    # split and stay Manual: JAX refuses to make them Auto ("Going from
+    # `Manual` AxisType to `Auto`"), so only the others are made Auto.
+    manual = set(mesh.manual_axes)
+    if manual and named:
+        # Operands split over the Explicit axes such a shard_map leaves free:
+        # the kernel's blocks keep the manual axes' varying types, which
+        # Pallas's interpreter (its while_loop carry) and the custom VJP's
+        # cotangents lose (JAX 0.12). Refused plainly instead.
+        raise NotImplementedError(
+            f"operands split over the Explicit mesh axes {sorted(named)} inside a jax.shard_map "
+            f"manual over {sorted(manual)}: not supported; make the shard_map manual over "
+            "them too (axis_names), or reshard the operands whole over them first"
+        )
+    unused = tuple(sorted(set(mesh.axis_names) - named - manual))
     if not unused:
         return run(*operands)
     # Mesh axes no operand is sharded over (on a 2-D mesh, say, only the rows
