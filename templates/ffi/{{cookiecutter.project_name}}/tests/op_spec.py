@@ -74,6 +74,18 @@ SPLIT_ROWS = Collectives(
     forward={"all-gather": 1},
     gradient={"all-gather": 2},
 )
+# The same row split over the automatic axis a shard_map manual over the batch
+# leaves free: the gradient gathers x twice, for the forward call (under the
+# custom_vjp's forward) and again for the backward call, which takes x as the
+# op got it. (Saving x as the forward call had it, whole, and handing that to
+# the backward gathered the cotangent twice instead: 3 either way, JAX 0.12.)
+SPLIT_ROWS_IN_SHARD_MAP = Collectives(
+    "the row (n) split over the automatic axis inside a shard_map: gathered whole, "
+    "1 all-gather forward and 3 for the gradient (x for the forward call and again "
+    "for the backward one, and the cotangent)",
+    forward={"all-gather": 1},
+    gradient={"all-gather": 3},
+)
 
 {%- if cookiecutter.example == "rms_norm" %}
 # The mean of a row's squares must stay finite in float32: |x| below about
@@ -123,6 +135,7 @@ SPEC = OpSpec(
         "jit-auto-n": SPLIT_ROWS,
         "jit-explicit-n": SPLIT_ROWS,
         "jit-explicit-set-mesh-n": SPLIT_ROWS,
+        "shard-map-partial-b-free-n": SPLIT_ROWS_IN_SHARD_MAP,
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.
