@@ -7,7 +7,7 @@ import numpy as np
 from adapted_logsumexp import logsumexp, logsumexp_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec, Refuse
 
 
 def logsumexp_f64(x):
@@ -54,6 +54,18 @@ SPEC = OpSpec(
     shard_map_axes=("b",),
     symbolic_axis="b",
     platforms={"cpu": "", "cuda": "", "tpu": ""},
+    # With n split over the automatic axis a shard_map manual over b leaves
+    # free, the partitioner hands the rule no NamedSharding: the rows are
+    # gathered whole, where the reference all-reduces partial sums (as the
+    # rule itself does under jit).
+    extra_collectives={
+        "shard-map-partial-b-free-n": Collectives(
+            "n gathered inside a shard_map (1 all-gather forward, 2 in the gradient),"
+            " where the reference all-reduces partial sums",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 2},
+        ),
+    },
     refuse={
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,

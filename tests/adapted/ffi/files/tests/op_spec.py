@@ -59,12 +59,21 @@ SPEC = OpSpec(
     # (the reference all-reduces its row maxima and sums instead). Rows split
     # along b need no communication.
     extra_collectives={
-        f"jit-{mode}-n": Collectives(
-            "the split rows are gathered whole",
+        **{
+            f"jit-{mode}-n": Collectives(
+                "the split rows are gathered whole",
+                forward={"all-gather": 1},
+                gradient={"all-gather": 2},
+            )
+            for mode in ("auto", "explicit", "explicit-set-mesh")
+        },
+        # Split over the automatic axis a shard_map leaves free, x is gathered
+        # for the forward call and again for the backward one.
+        "shard-map-partial-b-free-n": Collectives(
+            "the split rows are gathered whole (x twice in the gradient)",
             forward={"all-gather": 1},
-            gradient={"all-gather": 2},
-        )
-        for mode in ("auto", "explicit", "explicit-set-mesh")
+            gradient={"all-gather": 3},
+        ),
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.

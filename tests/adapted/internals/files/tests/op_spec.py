@@ -30,6 +30,13 @@ SHARDED_ROW = Refuse(
     "refused: the last axis couples neighbours; shard the batch axis, or reshard first",
 )
 
+# Each roll trades one boundary element with each neighbour.
+HALO = Collectives(
+    "a halo exchange (collective-permute) of one element per shard boundary",
+    forward={"collective-permute": 2},
+    gradient={"collective-permute": 6},
+)
+
 # Three products of two arguments, summed, must stay finite in float32.
 FINITE_PRODUCTS = (-1e18, 1e18)
 
@@ -53,16 +60,14 @@ SPEC = OpSpec(
     symbolic_axis="b",
     platforms={"cpu": "", "cuda": "", "tpu": ""},
     extra_collectives={
-        # Each roll trades one boundary element with each neighbour.
-        "jit-auto-n": Collectives(
-            "a halo exchange (collective-permute) of one element per shard boundary",
-            forward={"collective-permute": 2},
-            gradient={"collective-permute": 6},
-        ),
+        "jit-auto-n": HALO,
+        # The same with n split over the automatic axis a shard_map leaves free.
+        "shard-map-partial-b-free-n": HALO,
     },
     refuse={
         "jit-explicit-n": SHARDED_ROW,
         "jit-explicit-set-mesh-n": SHARDED_ROW,
         "grad-grad-explicit-n": SHARDED_ROW,
+        "grad-grad-explicit-vmap-n": SHARDED_ROW,
     },
 )

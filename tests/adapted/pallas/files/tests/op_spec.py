@@ -37,6 +37,21 @@ FIRST_ORDER_ONLY = Refuse(
     r"Linearization failed to produce known values",
     "refused: the custom VJP is first order; differentiate the reference for second order",
 )
+# Inside a shard_map manual over "x", rows split over its free Explicit axis
+# "y": refused by the template's per_shard (src/.../composition.py).
+PARTLY_MANUAL_EXPLICIT = Refuse(
+    NotImplementedError,
+    r"inside a jax\.shard_map manual over",
+    "refused: operands split over the Explicit axes a shard_map leaves free;"
+    " make it manual over them too, or reshard them whole first",
+)
+# The forward gathers x along n (the reference all-reduces its row maxima and
+# sums); the gradient communicates as the reference's does.
+ROWS_GATHERED = Collectives(
+    "n is gathered: each row whole on one device",
+    forward={"all-gather": 1},
+    gradient={"all-reduce": 3},
+)
 # The kernel takes float32 and bfloat16; finite differences need float64.
 FLOAT64 = Refuse(
     TypeError,
@@ -58,20 +73,20 @@ SPEC = OpSpec(
     shard_map_axes=("m",),
     symbolic_axis="m",
     platforms={"cpu": "", "tpu": r"tpu_custom_call"},
-    # The forward gathers x along n (the reference all-reduces its row
-    # maxima and sums); the gradient communicates as the reference's does.
     extra_collectives={
-        "jit-auto-n": Collectives(
-            "n is gathered: each row whole on one device",
-            forward={"all-gather": 1},
-            gradient={"all-reduce": 3},
-        ),
+        "jit-auto-n": ROWS_GATHERED,
+        # The same with n split over the automatic axis a shard_map leaves free.
+        "shard-map-partial-m-free-n": ROWS_GATHERED,
     },
     refuse={
         "jit-explicit-n": SHARDED_ROW,
         "jit-explicit-set-mesh-n": SHARDED_ROW,
         "grad-grad-explicit-n": SHARDED_ROW,
         "grad-grad-explicit-m": FIRST_ORDER_ONLY,
+        "grad-grad-explicit-vmap-n": SHARDED_ROW,
+        "grad-grad-explicit-vmap-m": FIRST_ORDER_ONLY,
+        "grad-grad-explicit-vmap-new-axis": FIRST_ORDER_ONLY,
+        "shard-map-partial-explicit-m": PARTLY_MANUAL_EXPLICIT,
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
