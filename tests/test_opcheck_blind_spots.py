@@ -20,7 +20,7 @@ from jax import core
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from jax_ladder.opcheck import Arg, OpSpec, Ulps, check
+from jax_ladder.opcheck import Arg, OpSpec, Refuse, Ulps, check
 from jax_ladder.opcheck.conformance import cell_names, cell_size
 
 
@@ -309,6 +309,155 @@ def test_the_zero_floor_applies_only_to_an_all_zero_oracle():
         assert_close(
             np.array([1e-8, 0, 0, 1], np.float32), np.array([0, 0, 0, 1.0]), Ulps(4), scale=1.0
         )
+
+
+# --- Dtypes: every cell in each declared dtype ---------------------------------
+def rms_in_float32(x):
+    """Right in any dtype: the sum of squares accumulated in float32, the
+    result rounded once."""
+    x32 = x.astype(jnp.float32)
+    scale = jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + 1e-6)
+    return (x32 * scale).astype(x.dtype)
+
+
+def rms_in_input_dtype(x):
+    """Right in float32, wrong in bfloat16: each partial sum of squares is
+    rounded to the input's dtype (a running sum kept in x.dtype)."""
+    total = jnp.cumsum(x * x, axis=-1, dtype=x.dtype)[..., -1:]
+    scale = jax.lax.rsqrt(total.astype(jnp.float32) / x.shape[-1] + 1e-6)
+    return (x.astype(jnp.float32) * scale).astype(x.dtype)
+
+
+def test_an_op_that_accumulates_in_bfloat16_fails_the_bfloat16_cells():
+    sizes = {"b": 8, "n": 64}
+    ops = {}
+    for op in (rms_in_float32, rms_in_input_dtype):
+        ops[op] = spec_of(
+            op, rms_in_float32, ROWS, (("b", "n"),), sizes, dtypes=("float32", "bfloat16")
+        )
+    wrong, right = ops[rms_in_input_dtype], ops[rms_in_float32]
+    assert "eager@bfloat16" in cell_names(wrong)
+    assert "check-grads-1@bfloat16" not in cell_names(wrong)  # float64 whatever the dtype
+    assert outcome(wrong, "eager").outcome == "passed"  # float32: right
+    message = assert_caught(wrong, right, "eager@bfloat16")
+    assert "of bfloat16" in message
+    assert message.startswith("[eager@bfloat16]")
+
+
+def test_a_refusal_covers_its_cell_in_every_dtype():
+    spec = spec_of(
+        rms_in_float32,
+        rms_in_float32,
+        ROWS,
+        (("b", "n"),),
+        {"b": 8, "n": 16},
+        dtypes=("float32", "bfloat16"),
+        refuse={"jvp": Refuse(ValueError, "no", "no forward mode")},
+    )
+    from jax_ladder.opcheck.conformance import refusal
+
+    assert refusal(spec, "jvp@bfloat16") is spec.refuse["jvp"]
+    assert refusal(spec, "linearize@bfloat16") is spec.refuse["jvp"]
+    assert spec.dtype == "float32"
+    assert spec.cell_dtypes == ("float32", "bfloat16")
+
+
+# --- Complex outputs: in ulps of each component ---------------------------------
+def test_complex_results_are_compared_in_ulps_of_each_component():
+    from jax_ladder.opcheck.compare import assert_close
+
+    want = np.array([1.0 + 2.0j, -3.0 + 0.5j])
+    one_ulp = np.array([np.nextafter(np.float32(1.0), 2) + 2.0j, -3.0 + 0.5j], np.complex64)
+    assert_close(one_ulp, want, Ulps(at_value=1))  # was compared bit for bit: failed
+    off = np.array([1.0 + 2.001j, -3.0 + 0.5j], np.complex64)
+    with pytest.raises(AssertionError, match="imaginary part"):
+        assert_close(off, want, Ulps(at_value=4))
+
+
+# --- A platform's widening follows the kinds of operation, not the platform ----
+def test_a_tpu_widens_only_results_of_operations_it_does_not_round_as_ieee():
+    from jax_ladder.opcheck.compare import assert_close
+    from jax_ladder.opcheck.conformance import operation_kinds
+
+    want = np.array([1.0, 3.0])
+    ten_ulps = (want * (1 + 10 * np.finfo(np.float32).eps)).astype(np.float32)
+    # Adds and multiplies only: IEEE's on a TPU too, so Ulps(4) means 4.
+    exact = spec_of(
+        lambda x: 3 * x + x * x, lambda x: 3 * x + x * x, (Arg("x", ("n",)),), (("n",),), {"n": 8}
+    )
+    assert operation_kinds(exact) == frozenset()
+    with pytest.raises(AssertionError, match="ulps of float32"):
+        assert_close(ten_ulps, want, Ulps(4), platform="tpu", kinds=operation_kinds(exact))
+    # A tanh: a TPU's is not correctly rounded, and the count widens there only.
+    curved = spec_of(jnp.tanh, jnp.tanh, (Arg("x", ("n",)),), (("n",),), {"n": 8})
+    assert operation_kinds(curved) == frozenset({"transcendental"})
+    assert_close(ten_ulps, want, Ulps(4), platform="tpu", kinds=operation_kinds(curved))
+    with pytest.raises(AssertionError):
+        assert_close(ten_ulps, want, Ulps(4), platform="cpu", kinds=operation_kinds(curved))
+
+
+# --- Ill-conditioned cells: held to the reference's own error, no blanket pass --
+def rms_with_sloppy_backward(x):
+    """The RMS normalisation, its backward off by 1e-4 of the cotangent."""
+
+    @jax.custom_vjp
+    def rms(x):
+        return normalized_reference(x)
+
+    def fwd(x):
+        y, pullback = jax.vjp(normalized_reference, x)
+        return y, pullback
+
+    def bwd(pullback, g):
+        return (pullback(g)[0] + 1e-4 * g,)
+
+    rms.defvjp(fwd, bwd)
+    return rms(x)
+
+
+def test_an_ill_conditioned_cell_holds_the_op_to_the_references_own_error():
+    # A row of one element: the gradient cancels, and the plain-JAX reference
+    # is itself thousands of ulps off, so the declared tolerance alone fails a
+    # right op there; declared ill-conditioned, a right op passes and one far
+    # worse than the reference still fails.
+    args, out, sizes = ROWS, (("b", "n"),), {"b": 8, "n": 16}
+    tol = {"tolerance": Ulps(at_value=6), "gradient_tolerance": Ulps(at_value=0, at_scale=4)}
+    plain = spec_of(normalized_reference, normalized_reference, args, out, sizes, **tol)
+    assert outcome(plain, "size-n-1").outcome == "failed"
+    why = {"size-n-1": "a row of one element: its gradient cancels"}
+    right = spec_of(
+        normalized_reference, normalized_reference, args, out, sizes, ill_conditioned=why, **tol
+    )
+    wrong = spec_of(
+        rms_with_sloppy_backward, normalized_reference, args, out, sizes, ill_conditioned=why, **tol
+    )
+    assert_caught(wrong, right, "size-n-1")
+
+
+def softmax_weighted_mean(x):
+    return jnp.sum(jax.nn.softmax(x, axis=-1) * x, axis=-1)
+
+
+def softmax_weighted_mean_without_max(x):
+    e = jnp.exp(x)
+    return jnp.sum(e / jnp.sum(e, axis=-1, keepdims=True) * x, axis=-1)
+
+
+def test_declaring_a_hard_cell_ill_conditioned_hides_no_missing_max_subtraction():
+    args, out, sizes = ROWS, (("b",),), {"b": 4, "n": 8}
+    why = {"hard-*": "softmax at exp's edge"}
+    right = spec_of(
+        softmax_weighted_mean, softmax_weighted_mean, args, out, sizes, ill_conditioned=why
+    )
+    wrong = spec_of(
+        softmax_weighted_mean_without_max,
+        softmax_weighted_mean,
+        args,
+        out,
+        sizes,
+        ill_conditioned=why,
+    )
+    assert_caught(wrong, right, "hard-exp-edge")
 
 
 # --- Partly manual shard_maps: a split row, an Explicit free axis ---------------

@@ -100,7 +100,16 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
-from .compare import WORST, Ulps, assert_close, at_platform, platform_of
+from .compare import (
+    PLATFORM_KINDS,
+    REDUCTION,
+    TRANSCENDENTAL,
+    WORST,
+    Ulps,
+    assert_close,
+    at_platform,
+    platform_of,
+)
 from .devices import mesh_devices
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
@@ -185,6 +194,12 @@ class OpSpec:
     tolerance: Ulps
     gradient_tolerance: Ulps
     dtype: str = "float32"  # the dtype of the cells' floating-point arguments
+    # Every dtype the op supports, where more than `dtype`: each cell also
+    # runs in each other one, as <cell>@<dtype> (check-grads-* computes in
+    # float64 whatever the dtype: once). Tolerances stay counted in ulps of
+    # the accumulator (compare.py), so a half-precision result computed in
+    # half precision, not float32, fails. None: (dtype,).
+    dtypes: tuple[str, ...] | None = None
     # How far second derivatives (the grad-grad-* cells) may be from the
     # oracle's, where more than gradient_tolerance (None: that one), and why.
     second_order_tolerance: Ulps | None = None
@@ -226,6 +241,17 @@ class OpSpec:
     # oracle, in the same dtype, so nobody clips a domain or lists a whole
     # cell as failing, and an op worse than the reference still fails.
     ill_conditioned: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.dtypes is not None and self.dtype not in self.dtypes:
+            # `dtype` is the first of `dtypes` where only those were given.
+            object.__setattr__(self, "dtype", self.dtypes[0])
+
+    @property
+    def cell_dtypes(self) -> tuple[str, ...]:
+        """The dtypes the cells run in, `dtype` first (its cells unsuffixed)."""
+        rest = [d for d in self.dtypes or () if d != self.dtype]
+        return (self.dtype, *rest)
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -271,7 +297,15 @@ def cell_names(spec: OpSpec) -> list[str]:
     names += [f"grad-grad-explicit-vmap-{axis}" for axis in ("new-axis", *spec.axes)]
     names += ["export-symbolic"] if spec.symbolic_axis else []
     names += [f"lower-{platform}" for platform in spec.platforms]
-    return names
+    once = [n for n in names if not n.startswith("check-grads-")]
+    return names + [f"{n}@{d}" for d in spec.cell_dtypes[1:] for n in once]
+
+
+def in_dtype(spec: OpSpec, cell: str) -> tuple[OpSpec, str]:
+    """The declaration a cell runs with, and its name in the cell functions:
+    <cell>@<dtype> runs <cell> with that dtype."""
+    base, _, dtype = cell.partition("@")
+    return (replace(spec, dtype=dtype, dtypes=None) if dtype else spec), base
 
 
 def refusal(spec: OpSpec, cell: str) -> Refuse | None:
@@ -283,6 +317,9 @@ def refusal(spec: OpSpec, cell: str) -> Refuse | None:
     for pattern, refuse in spec.refuse.items():
         if fnmatch.fnmatchcase(cell, pattern):
             return refuse
+    base, _, dtype = cell.partition("@")
+    if dtype:  # a refusal of the cell in every dtype
+        return refusal(spec, base)
     if cell in FORWARD_MODE:
         return refusal(spec, "jvp")
     return None
@@ -297,17 +334,18 @@ def unknown_refusals(spec: OpSpec) -> list[str]:
 
 def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     """Run one cell: it matches the oracle, or raises its declared refusal."""
-    check = _cell_function(cell)
     refuse = refusal(spec, cell)
+    spec, base = in_dtype(spec, cell)
+    check = _cell_function(base)
     if refuse is None:
         try:
-            check(spec, cell, rng)
+            check(spec, base, rng)
         except AssertionError as error:
             # Every failure's first line names its cell (the checks name the rest).
             raise AssertionError(f"[{cell}] {error}") from error
         return
     with pytest.raises(refuse.error, match=refuse.match):
-        check(spec, cell, rng)
+        check(spec, base, rng)
 
 
 # --- Inputs, oracles and comparisons -------------------------------------------
@@ -454,7 +492,8 @@ def assert_outputs(
         at = _inputs_at(spec, inputs, axes)
         said = _said(where, f"output {k}")
         scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
-        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also)
+        kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
+        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also, kinds=kinds)
 
 
 def assert_grads(
@@ -485,7 +524,54 @@ def assert_grads(
         at = _inputs_at(spec, inputs if names else None, axes)
         said = _said(where, what)
         scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
-        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also)
+        kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
+        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also, kinds=kinds)
+
+
+_KINDS: dict[Any, frozenset[str]] = {}
+_PARTLY_IEEE = {platform for platform, _ in PLATFORM_KINDS}  # where kinds matter
+
+
+def operation_kinds(spec: OpSpec) -> frozenset[str] | None:
+    """The kinds of operation (compare.TRANSCENDENTAL, REDUCTION) in the op's
+    programs, forward and gradient, kernels and custom rules included, read
+    from their jaxprs at the declared sizes: what a platform whose arithmetic
+    is IEEE's for some kinds only widens a comparison for
+    (compare.PLATFORM_KINDS). None where they cannot be read (then every
+    kind is assumed)."""
+    key = spec.op
+    if key not in _KINDS:
+        try:
+            args = make_args(spec, np.random.default_rng(0))
+            cts = cotangents_for(spec, args, np.random.default_rng(1))
+            programs = [jax.make_jaxpr(spec.op)(*args)]
+            diff = _diff_args(spec)
+            if diff and refusal(spec, "vjp") is None:
+                # The pullback alone: the gradient's own operations, not the loss's sum.
+                of_diff = _of_diff(spec, spec.op, args)
+                _, pullback = jax.vjp(of_diff, *(args[i] for i in diff))
+                programs.append(jax.make_jaxpr(pullback)(tuple(cts)))
+            names = set().union(*(_primitives(p.jaxpr) for p in programs))
+        except Exception:  # a program that cannot be traced here: any kind
+            return None
+        found = {"transcendental"} if names & TRANSCENDENTAL else set()
+        found |= {"reduction"} if names & REDUCTION else set()
+        _KINDS[key] = frozenset(found)
+    return _KINDS[key]
+
+
+def _primitives(jaxpr: Any) -> set[str]:
+    """Every primitive's name in a jaxpr and in the jaxprs its equations
+    hold (jit, custom rules, control flow, Pallas kernels)."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(inner, "jaxpr", inner)  # a ClosedJaxpr's
+                if hasattr(inner, "eqns"):
+                    names |= _primitives(inner)
+    return names
 
 
 def _reference_error(reference: Any, k: int, want: Any) -> np.ndarray | None:
@@ -1266,20 +1352,28 @@ def check_hard(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     also = [more, flushed(more)] if case == "tiny" else [more]
     wants = [oracle(spec, view) for view in views]
     eager, jitted = call_as_declared(spec.op, *args), call_as_declared(jax.jit(spec.op), *args)
-    _either(lambda want: assert_outputs(spec, eager, want, "eager", args), wants)
-    _either(lambda want: assert_outputs(spec, jitted, want, "jit", args), wants)
+    # Declared ill-conditioned: each element also within a multiple of the
+    # reference's own error, computed as the op's result is.
+    hard = ill_conditioned(spec, cell) is not None
+    ref = _outputs(jax.jit(spec.reference)(*args)) if hard else None
+    _either(lambda want: assert_outputs(spec, eager, want, "eager", args, reference=ref), wants)
+    _either(lambda want: assert_outputs(spec, jitted, want, "jit", args, reference=ref), wants)
     batched = [jnp.stack([a, b]) for a, b in zip(args, more, strict=True)]
     stacked = [
         _stack([want, oracle(spec, view)], axis=0) for want, view in zip(wants, also, strict=True)
     ]
     got = call_as_declared(jax.jit(jax.vmap(spec.op)), *batched)
-    check = partial(assert_outputs, spec, got, where="jit(vmap), two draws", batched=batched)
+    ref = _outputs(jax.jit(jax.vmap(spec.reference))(*batched)) if hard else None
+    check = partial(
+        assert_outputs, spec, got, where="jit(vmap), two draws", batched=batched, reference=ref
+    )
     _either(lambda want: check(want=want), stacked)
     if _diff_args(spec):
         cts = cotangents_for(spec, args, rng)
         grads = call_as_declared(jax.jit(_grad(spec, spec.op, cts)), *args)
+        ref = jax.jit(_grad(spec, spec.reference, cts))(*args) if hard else None
         _either(
-            lambda want: assert_grads(spec, grads, want, "jit(grad)", args),
+            lambda want: assert_grads(spec, grads, want, "jit(grad)", args, reference=ref),
             [vjp_oracle(spec, view, cts) for view in views],
         )
 
@@ -1541,13 +1635,15 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
 
 
 def declared_collectives(spec: OpSpec, cell: str) -> Collectives | None:
-    """The cell's entry in extra_collectives: an exact name wins over a glob."""
+    """The cell's entry in extra_collectives: an exact name wins over a glob
+    (a cell in another dtype, <cell>@<dtype>, takes its cell's)."""
     if cell in spec.extra_collectives:
         return spec.extra_collectives[cell]
     for pattern, declared in spec.extra_collectives.items():
         if fnmatch.fnmatchcase(cell, pattern):
             return declared
-    return None
+    base, _, dtype = cell.partition("@")
+    return declared_collectives(spec, base) if dtype else None
 
 
 def assert_collectives(
