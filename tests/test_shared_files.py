@@ -9,6 +9,8 @@ text; it may do without a shared file only where its cookiecutter.json's
 import difflib
 import hashlib
 import json
+import os
+import re
 import runpy
 import subprocess
 import sys
@@ -175,3 +177,22 @@ def test_the_shared_conftest_applies_a_projects_jax_default_device(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_the_worst_oracle_error_line_prints_under_xdist(tmp_path):
+    # With -n, the workers compare and the controller prints: each worker
+    # hands its worst error to it (the line was missing under -n 2).
+    rung = next(r for r in available() if r.template == "custom-vjp")
+    project = scaffold(rung, tmp_path, {})
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "-m", "quick"],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(project / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(
+        r"^oracle: worst error \S+ \(\S+% of tolerance\) in tests/", result.stdout, re.M
+    ), result.stdout[-3000:]

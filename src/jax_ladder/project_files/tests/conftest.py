@@ -30,6 +30,32 @@ def rng(request):
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
+# Under pytest-xdist (-n) each worker compares, and only the controller prints
+# the summary: each worker hands its worst errors and meshes to it.
+def pytest_sessionfinish(session):
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["jax_ladder"] = {
+            "worst": dict(WORST),
+            "platforms": dict(PLATFORM_WORST),
+            "meshes": dict(SIMULATED_MESHES),
+        }
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: no error without xdist
+def pytest_testnodedown(node, error):
+    seen = getattr(node, "workeroutput", {}).get("jax_ladder")
+    if not seen:
+        return
+    worst = seen["worst"]
+    if worst["test"] and (worst["fraction"] > WORST["fraction"] or not WORST["test"]):
+        WORST.update(worst)
+    for key, (times, test) in seen["platforms"].items():
+        if times > PLATFORM_WORST.get(key, (-1.0, ""))[0]:
+            PLATFORM_WORST[key] = (times, test)
+    SIMULATED_MESHES.update(seen["meshes"])
+
+
 def pytest_terminal_summary(terminalreporter):
     for platform, count in SIMULATED_MESHES.items():
         terminalreporter.write_line(
