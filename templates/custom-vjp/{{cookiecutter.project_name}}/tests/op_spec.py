@@ -18,7 +18,7 @@ from compare import Ulps
 {% if cookiecutter.example == "none" -%}
 from conformance import Arg, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% else -%}
-from conformance import Arg, Collectives, OpSpec, Refuse
+from conformance import Arg, Collectives, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% endif %}
 {%- if cookiecutter.rule == "vjp" %}
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.
@@ -218,15 +218,13 @@ SPEC = OpSpec(
         ),
         "shard-map-partial-*": PARTLY_MANUAL,
     },
-    refuse={
 {%- if cookiecutter.rule == "vjp" %}
+    refuse={
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
-{%- endif %}
-{%- if cookiecutter.rule == "vjp" %}
         # (the new axis split is fine: the select's cases are not split)
         "grad-grad-explicit-vmap-[nmk]": BATCHED_COND,
-{%- endif %}
     },
+{%- endif %}
 )
 {%- endif %}

@@ -162,18 +162,26 @@ SPEC = OpSpec(
     # Counted on the cells' mesh of 4 devices.
     extra_collectives={
 {%- if cookiecutter.lowering == "ffi" and cookiecutter.example == "none" %}
-        # The custom call's Shardy rule keeps the last axis whole, in every mode.
-        "jit-*-n": Collectives(
-            "rows split along n are gathered for the C++ handler",
-            forward={"all-gather": 1},
-            gradient={"all-gather": 1},
+        # The custom call's Shardy rule keeps the last axis whole, in every
+        # mode, and inside a shard_map that leaves n's axis free.
+        **dict.fromkeys(
+            ("jit-*-n", "shard-map-partial-b-free-n"),
+            Collectives(
+                "rows split along n are gathered for the C++ handler",
+                forward={"all-gather": 1},
+                gradient={"all-gather": 1},
+            ),
         ),
 {%- elif cookiecutter.lowering == "ffi" %}
-        # A split row goes whole to the C++ handler (its Shardy rule asks for it).
-        "jit-auto-n": Collectives(
-            "rows split along n are gathered for the C++ handler",
-            forward={"all-gather": 4},
-            gradient={"all-gather": 4, "collective-permute": 4},
+        # A split row goes whole to the C++ handler (its Shardy rule asks for
+        # it), under jit and inside a shard_map that leaves n's axis free.
+        **dict.fromkeys(
+            ("jit-auto-n", "shard-map-partial-b-free-n"),
+            Collectives(
+                "rows split along n are gathered for the C++ handler",
+                forward={"all-gather": 4},
+                gradient={"all-gather": 4, "collective-permute": 4},
+            ),
         ),
 {%- else %}
         # Each shift trades one boundary element with each neighbour.
