@@ -242,7 +242,7 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
     combinations = covering_combinations(rung)
     here = combinations.index(combo)
     # The conformance matrix's cells run in each template's default
-    # combination and its skeleton (and wherever a mutant names one), and in the
+    # combination and its skeletons (and wherever a mutant names one), and in the
     # full tier in every combination (a combination's own refusals and
     # collectives are declared per option: internals' lowering=ffi api=hijax
     # failed a cell no default bake runs); in the quick tier the others run the

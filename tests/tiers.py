@@ -12,7 +12,7 @@ oldest-JAX pass, the default project on the oldest Python (tests/test_oldest_pyt
 every combination type-checked, the second op, adopt, the
 wheels and the FFI's native checks. The full tier runs every battery, and
 the conformance matrix in every covering combination (the quick tier, only in
-the default and the skeleton); the quick tier runs the battery of each
+the default and the skeletons); the quick tier runs the battery of each
 template that is *selected*: a file under templates/<rung>/ (or a file one of
 its links points to) changed since the last release, the commit that set the
 current `__version__` (CI's clone has the history but no tags; uncommitted
