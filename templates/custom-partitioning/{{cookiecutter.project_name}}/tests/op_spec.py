@@ -98,6 +98,14 @@ SPEC = OpSpec(
             forward={"all-gather": 1},
             gradient={"all-gather": 2},
         ),
+        # The items axis split over the automatic axis a shard_map leaves
+        # free: gathered the same way.
+        "shard-map-partial-b-free-n": Collectives(
+            "the rule asks for whole rows (sharded_axes=batch): the items axis is"
+            " gathered, where the reference needs no collective",
+            forward={"all-gather": 1},
+            gradient={"all-gather": 2},
+        ),
     },
 {%- elif cookiecutter.example != "none" %}
     # Split along n, both programs (the gradient recomputes the forward)

@@ -77,8 +77,8 @@ def {{ op }}_f64(params, x{% if seq %}, mask{% endif %}):
 {% if cookiecutter.vjp_order == "0" %}
 # Every cell that differentiates: all of autodiff but the forward mode, and
 # the gradient half of vmap, control flow, hard inputs, shard_map and sharded jit.
-DIFFERENTIATING = ["vmap-of-grad", "vmap-sharded-new-axis", "grad-*", "vjp", "jit-grad"]
-DIFFERENTIATING += ["checkpoint", "scan", "cond", "hard-*"]
+DIFFERENTIATING = ["vmap-of-grad*", "vmap-sharded-new-axis", "grad-*", "vjp", "jit-grad"]
+DIFFERENTIATING += ["checkpoint", "scan", "cond", "hard-*", "size-[bs]-*"]
 DIFFERENTIATING += ["shard-map-grad-*", "shard-map-partial-*", "jit-auto-*", "jit-explicit-*"]
 # Serialized with vjp_order=0 (VJP_ORDER): the artifact carries no VJP.
 NOT_DIFFERENTIABLE = Refuse(

@@ -140,8 +140,8 @@ STEP_COLLECTIVES = {
 # (FSDP): other sizes are refused, saying which.
 INDIVISIBLE = Refuse(
     ValueError,
-    r"is not divisible by the 4 devices of mesh axis",
-    "refused: the step splits this axis over 4 devices; pad it to a multiple of 4",
+    r"is not divisible by the \d+ devices of mesh axis",
+    "refused: the step splits this axis over the mesh's devices; pad it to a multiple of them",
 )
 
 SYMBOLIC = Refuse(
@@ -189,7 +189,12 @@ SPEC = OpSpec(
         "grad-grad-explicit-*": OTHER_MESH,
         "vmap-sharded-new-axis": OTHER_MESH,
         "export-symbolic": SYMBOLIC,
+{%- if cookiecutter.parallelism == "fsdp" %}
         "size-[bd]-1": INDIVISIBLE,
         "size-[bd]-ragged": INDIVISIBLE,
+{%- else %}
+        "size-[bdf]-1": INDIVISIBLE,
+        "size-[bdf]-ragged": INDIVISIBLE,
+{%- endif %}
     },
 )

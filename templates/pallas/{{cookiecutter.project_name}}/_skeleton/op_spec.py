@@ -82,5 +82,8 @@ SPEC = OpSpec(
         # What the backend refuses whatever the op (its interpreter's limits on
         # this host, say): tests/target.py.
         **target.BACKEND_REFUSALS,
+        # The rows the backend's blocks cannot hold whole (the kernel checks
+        # its blocks and says so): tests/target.py.
+        **target.WHOLE_ROW_REFUSALS,
     },
 )

@@ -186,3 +186,12 @@ BACKEND_REFUSALS = {
     **(INTERPRETED_SHARDED if SHARDS_INTERPRETED else {}),
     **({"checkpoint": CHECKPOINT_EFFECTS} if INTERPRETS else {}),
 }
+
+# A kernel whose block spans the row whole (the skeleton's) refuses a row
+# Mosaic GPU cannot block: whole multiples of 16 bytes (size-n-1, -ragged).
+WHOLE_ROWS = Refuse(
+    ValueError,
+    r"is invalid on Mosaic GPU: its rows must be whole multiples of 16 bytes",
+    "refused: Mosaic GPU rows are whole multiples of 16 bytes; pad the row",
+)
+WHOLE_ROW_REFUSALS = {"size-n-1": WHOLE_ROWS, "size-n-ragged": WHOLE_ROWS}

@@ -144,3 +144,7 @@ PARTITIONS_INTERPRETED = True
 # adds them after the op's own refusals): none. Pallas's TPU interpreter runs
 # them all, and the kernel lowers symbolic sizes.
 BACKEND_REFUSALS = {}
+
+# A kernel whose block spans the row whole (the skeleton's): any row here
+# (Mosaic TPU takes a block equal to the whole axis).
+WHOLE_ROW_REFUSALS = {}

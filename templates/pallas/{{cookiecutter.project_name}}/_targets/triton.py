@@ -103,3 +103,13 @@ SYMBOLIC = Refuse(
     "refused: no symbolic sizes on this backend (jax-ml/jax#24960)",
 )
 BACKEND_REFUSALS = {"export-symbolic": SYMBOLIC, "shard-map-*": INTERPRETER_VMA}
+
+# A kernel whose block spans the row whole (the skeleton's) refuses a row
+# Triton cannot block: every block size a power of two (size-n-ragged: 17).
+WHOLE_ROW_REFUSALS = {
+    "size-n-ragged": Refuse(
+        ValueError,
+        r"is invalid on Triton: every block size must be a power of two",
+        "refused: Triton blocks are powers of two; pad the row",
+    ),
+}
