@@ -35,6 +35,7 @@ Under Shardy (the default partitioner) each op needs a sharding_rule, an
 einsum-like description of how operand and result dimensions relate.
 """
 
+import inspect
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeAlias
@@ -228,7 +229,14 @@ def _pick(a: jax.Array, indices: jax.Array) -> jax.Array:
     # given on a's mesh.
     layout = jax.typeof(indices).sharding.spec
     out_sharding = NamedSharding(jax.typeof(a).sharding.mesh, layout) if explicit(a) else None
+    if not _TAKE_ALONG_AXIS_LAYS_OUT:  # JAX 0.10: the gather's own layout argument
+        return a.at[jnp.arange(a.shape[0])[:, None], indices].get(out_sharding=out_sharding)
     return jnp.take_along_axis(a, indices, axis=1, out_sharding=out_sharding)
+
+
+# take_along_axis takes a result layout from JAX 0.11 (JAX 0.10 reads the
+# keyword as an array argument and fails).
+_TAKE_ALONG_AXIS_LAYS_OUT = "out_sharding" in inspect.signature(jnp.take_along_axis).parameters
 
 
 @_fwd.defjvp

@@ -39,6 +39,14 @@ SPLIT_ROWS = Collectives(
     forward={"all-gather": 1},
     gradient={"all-gather": 2},
 )
+# The row split over the automatic axis a shard_map manual over the batch
+# leaves free: x gathered for the forward call and again for the backward one.
+SPLIT_ROWS_IN_SHARD_MAP = Collectives(
+    "the row (n) split over the automatic axis inside a shard_map: gathered whole, "
+    "1 all-gather forward and 3 for the gradient",
+    forward={"all-gather": 1},
+    gradient={"all-gather": 3},
+)
 
 SPEC = OpSpec(
     name="scaled_norm",
@@ -71,6 +79,7 @@ SPEC = OpSpec(
         "jit-auto-n": SPLIT_ROWS,
         "jit-explicit-n": SPLIT_ROWS,
         "jit-explicit-set-mesh-n": SPLIT_ROWS,
+        "shard-map-partial-b-free-n": SPLIT_ROWS_IN_SHARD_MAP,
     },
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.
