@@ -638,8 +638,12 @@ def _inputs_at(
     return at
 
 
-def _stack(parts: list[tuple[np.ndarray, ...]], axis: int) -> tuple[np.ndarray, ...]:
-    return tuple(np.stack(outs, axis=axis) for outs in zip(*parts, strict=True))
+def _stack(parts: list[tuple[np.ndarray, ...]], axis: int | tuple[int, ...]) -> tuple[Any, ...]:
+    """Each output's slices stacked along `axis` (one for all, or each output's)."""
+    axes = axis if isinstance(axis, tuple) else (axis,) * len(parts[0])
+    return tuple(
+        np.stack(outs, axis=a) for outs, a in zip(zip(*parts, strict=True), axes, strict=True)
+    )
 
 
 def _grad(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callable[..., Any]:
@@ -905,17 +909,7 @@ def _check_batched(
     out = _out_axis(out_axes, outs)
     got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes, out_axes=out), *batched)
     parts = [oracle(spec, _slice(batched, in_axes, i)) for i in range(NEW_AXIS)]
-    assert_outputs(spec, got, _stack_each(parts, out, len(outs)), where, batched=batched)
-
-
-def _stack_each(
-    parts: list[tuple[np.ndarray, ...]], out: Any, count: int
-) -> tuple[np.ndarray, ...]:
-    axes = out if isinstance(out, tuple) else (out,) * count
-    return tuple(
-        np.stack([p[k] for p in parts], axis=axes[k] % (np.ndim(parts[0][k]) + 1))
-        for k in range(count)
-    )
+    assert_outputs(spec, got, _stack(parts, out), where, batched=batched)
 
 
 def _check_vmap_of_grad(spec: OpSpec, cell: str, args: list[Any], rng: Any) -> None:
@@ -955,7 +949,7 @@ def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
     the gradient's cotangents arrive split the same way."""
     mesh = _mesh("1d", AxisType.Explicit)
     size = mesh.shape["x"]
-    batched = [_insert(a, 0, size, rng) for a in make_args(spec, rng)]
+    batched = _batched(spec, make_args(spec, rng), [0] * len(spec.args), size, rng)
     slices = [[b[i] for b in batched] for i in range(size)]
     cts = [cotangents_for(spec, s, rng) for s in slices]
     want = _stack([oracle(spec, s) for s in slices], axis=0)
@@ -1155,7 +1149,7 @@ def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
 def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     if cell == "scan":
         # The op as a scan body over a stacked axis of length NEW_AXIS.
-        stacked = [_insert(a, 0, NEW_AXIS, rng) for a in make_args(spec, rng)]
+        stacked = _batched(spec, make_args(spec, rng), [0] * len(spec.args), NEW_AXIS, rng)
         slices = [[s[i] for s in stacked] for i in range(NEW_AXIS)]
         cts = [cotangents_for(spec, s, rng) for s in slices]
 
