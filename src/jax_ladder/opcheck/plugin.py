@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Generator, Iterator
+import shlex
+import traceback
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -67,7 +69,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="PATH[::NAME]",
         help="a declaration file whose OpSpecs become test items (repeatable; "
-        "adds to the opcheck_specs ini option)",
+        "for this run, instead of the opcheck_specs ini option)",
+    )
+    group.addoption(
+        "--opcheck-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed each cell's inputs as check(spec, cells=cell, seed=S) does (default 0)",
+    )
+    group.addoption(
+        "--opcheck-seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each cell with the seeds S..S+N-1, as the items <name>[seed-<s>] (default 1)",
+    )
+    group.addoption(
+        "--opcheck-tracebacks",
+        action="store_true",
+        help="a failed cell shows its whole traceback, not its one-line message "
+        "(so does --tb=long)",
     )
     group.addoption(
         "--opcheck-cells",
@@ -110,11 +132,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def declared(config: pytest.Config) -> dict[Path, list[str]]:
     """Each declaration file the run names -> the names of its OpSpecs to
-    take (empty: every one in it)."""
-    base = config.inipath.parent if config.inipath else config.rootpath
-    entries = [(base, e) for e in config.getini(SPECS_INI)]
-    invoked = config.invocation_params.dir
-    entries += [(invoked, e) for e in config.getoption("opcheck") or []]
+    take (empty: every one in it). --opcheck, where given, names them for
+    this run instead of the opcheck_specs ini option."""
+    named = config.getoption("opcheck") or []
+    if named:
+        entries = [(config.invocation_params.dir, e) for e in named]
+    else:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        entries = [(base, e) for e in config.getini(SPECS_INI)]
     files: dict[Path, list[str]] = {}
     for folder, entry in entries:
         path, _, name = entry.partition("::")
@@ -174,6 +199,7 @@ def pytest_configure(config: pytest.Config) -> None:
 RECORDERS = pytest.StashKey[list[Any]]()  # intercept.Recorder, for each INTERCEPT
 OUTCOMES = pytest.StashKey["Outcomes"]()
 WRITTEN = pytest.StashKey[list[str]]()  # what the run wrote, for its summary
+COLLECTED = pytest.StashKey[set[Path]]()  # the declarations this process collected
 
 
 def start_recording(config: pytest.Config) -> None:
@@ -303,8 +329,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for reports in terminalreporter.stats.values()
         for report in reports
     }
+    # Collected here (--collect-only reports no test), or by pytest-xdist's workers.
+    collected = config.stash.get(COLLECTED, set())
     for path in declared(config):
-        if not any(seen_path and config.rootpath / seen_path == path for seen_path in seen):
+        reported = any(seen_path and config.rootpath / seen_path == path for seen_path in seen)
+        if path not in collected and not reported:
             terminalreporter.write_line(
                 f"opcheck: {path} was not collected (outside the paths this run collects): "
                 "its cells did not run"
@@ -326,6 +355,32 @@ def pytest_collect_file(
     return [*others, Declarations.from_parent(parent, path=file_path, names=names)]
 
 
+def declared_specs(namespace: Mapping[str, Any]) -> list[OpSpec]:
+    """Every OpSpec at the top level of a declaration module (its vars()),
+    each once (one bound to two names too), in the module's order."""
+    from .conformance import OpSpec
+
+    return list({id(v): v for v in namespace.values() if isinstance(v, OpSpec)}.values())
+
+
+def specs_in(namespace: Mapping[str, Any], names: Sequence[str], where: str) -> list[OpSpec]:
+    """The OpSpecs a declaration module declares: those bound to `names`, or
+    where none are named every one (declared_specs). ValueError, naming
+    `where` (the file), where a name is no OpSpec or the file declares none.
+    The plugin's collection and `jax-ladder opcheck` both find them here."""
+    from .conformance import OpSpec
+
+    if names:
+        missing = [n for n in names if not isinstance(namespace.get(n), OpSpec)]
+        if missing:
+            raise ValueError(f"{where} has no OpSpec named {missing}")
+        return [namespace[n] for n in names]
+    specs = declared_specs(namespace)
+    if not specs:
+        raise ValueError(f"{where} declares no OpSpec")
+    return specs
+
+
 class Declarations(pytest.Module):
     """A declaration file: the tests it holds, if any, and each OpSpec's cells."""
 
@@ -334,22 +389,35 @@ class Declarations(pytest.Module):
         self.names = names
 
     def collect(self) -> Any:
+        self.config.stash.setdefault(COLLECTED, set()).add(self.path.resolve())
+        try:
+            module = vars(self.obj)
+        except pytest.skip.Exception:
+            raise
+        except Exception as error:
+            # One failed item, not a stopped session: the suite's own tests run.
+            why = str(error) if isinstance(error, self.CollectError) else _user_traceback(error)
+            return [Broken.from_parent(self, name="opcheck[import]", why=why)]
         from .conformance import OpSpec
 
         found = list(super().collect())
-        module = vars(self.obj)
         if self.names:
             missing = [n for n in self.names if not isinstance(module.get(n), OpSpec)]
             if missing:
-                raise self.CollectError(f"{self.path.name} has no OpSpec named {missing}")
-            specs = [module[n] for n in self.names]
+                why = f"{self.path.name} has no OpSpec named {missing}"
+                return [*found, Broken.from_parent(self, name="opcheck[declaration]", why=why)]
+            specs = {n: module[n] for n in self.names}
         else:
-            specs = list({id(v): v for v in module.values() if isinstance(v, OpSpec)}.values())
+            specs = {}
+            for name, value in module.items():
+                if isinstance(value, OpSpec) and all(value is not s for s in specs.values()):
+                    specs[name] = value
             if not specs:
-                raise self.CollectError(f"{self.path.name} declares no OpSpec")
-        for spec in specs:
-            found += list(cells_of(self, spec))
-        found += list(self.replays(specs, module))
+                why = f"{self.path.name} declares no OpSpec"
+                return [*found, Broken.from_parent(self, name="opcheck[declaration]", why=why)]
+        for variable, spec in specs.items():
+            found += list(cells_of(self, spec, variable))
+        found += list(self.replays(list(specs.values()), module))
         self.expect_failures(found)
         return found
 
@@ -374,11 +442,12 @@ class Declarations(pytest.Module):
             for spec in (s for s in specs if s.name in names):
                 i = counts[spec.name] = counts.get(spec.name, -1) + 1
                 name = f"opcheck[{spec.name}][recorded-{i}]"
+                source = f"recorded-{i}, called from {recording.called_from or 'outside a test'}"
                 try:
                     replay = replayed(spec, recording)
                 except ValueError as error:
-                    why = f"{name} (called from {recording.called_from}): {error}"
-                    yield Unreplayable.from_parent(self, name=name, spec=spec, cell=why)
+                    why = f"{name} ({source}): {error}"
+                    yield Broken.from_parent(self, name=name, why=why)
                     continue
                 patterns = cell_patterns(self.config, "opcheck_replay_cells")
                 try:
@@ -386,11 +455,20 @@ class Declarations(pytest.Module):
                 except ValueError as error:
                     raise self.CollectError(str(error)) from error
                 for cell in cells:
-                    yield Cell.from_parent(self, name=f"{name}[{cell}]", spec=replay, cell=cell)
+                    for seed in seeds(self.config):
+                        yield Cell.from_parent(
+                            self,
+                            name=item_name(self.config, f"{name}[{cell}]", seed),
+                            spec=replay,
+                            cell=cell,
+                            seed=seed,
+                            source=source,
+                        )
 
     def expect_failures(self, items: list[Any]) -> None:
         """The items opcheck_failures.json lists: expected to fail, strictly
-        (one that passes fails the run: take it off the list)."""
+        (one that passes fails the run: take it off the list). An entry
+        without a seed (`...[eager]`) covers that cell in every seed."""
         if self.config.getoption("opcheck_write_failures"):
             return  # they run unmarked: the run writes what fails
         from .intercept import failures_path, read_failures
@@ -400,29 +478,68 @@ class Declarations(pytest.Module):
         except ValueError as error:
             raise self.CollectError(str(error)) from error
         for item in items:
-            if isinstance(item, Cell) and item.name in listed:
-                item.add_marker(pytest.mark.xfail(strict=True, reason=listed[item.name]))
+            if not isinstance(item, Cell):
+                continue
+            reason = listed.get(item.name, listed.get(item.base_name))
+            if reason is not None:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 
 
-def cells_of(parent: Declarations, spec: OpSpec) -> Iterator[pytest.Item]:
+def seeds(config: pytest.Config) -> list[int]:
+    """The seeds each cell runs with: --opcheck-seed S and the N-1 after it."""
+    first, count = config.getoption("opcheck_seed"), config.getoption("opcheck_seeds")
+    if count < 1:
+        raise pytest.UsageError(f"--opcheck-seeds must be at least 1, got {count}")
+    return list(range(first, first + count))
+
+
+def item_name(config: pytest.Config, name: str, seed: int) -> str:
+    """An item's name: with its seed, where the run takes several."""
+    return f"{name}[seed-{seed}]" if config.getoption("opcheck_seeds") > 1 else name
+
+
+def cells_of(parent: Declarations, spec: OpSpec, variable: str = "SPEC") -> Iterator[pytest.Item]:
     from .report import select_cells
 
-    yield Refusals.from_parent(parent, name=f"opcheck[{spec.name}][refusals]", spec=spec)
+    name = f"opcheck[{spec.name}][refusals]"
+    yield Refusals.from_parent(parent, name=name, spec=spec, variable=variable)
     try:
         cells = select_cells(spec, cell_patterns(parent.config))
     except ValueError as error:
         raise parent.CollectError(str(error)) from error
     for cell in cells:
-        yield Cell.from_parent(parent, name=f"opcheck[{spec.name}][{cell}]", spec=spec, cell=cell)
+        for seed in seeds(parent.config):
+            yield Cell.from_parent(
+                parent,
+                name=item_name(parent.config, f"opcheck[{spec.name}][{cell}]", seed),
+                spec=spec,
+                cell=cell,
+                seed=seed,
+                variable=variable,
+            )
 
 
 class Cell(pytest.Item):
-    """One cell: it matches the oracle, or raises the refusal declared for it."""
+    """One cell: it matches the oracle, or raises the refusal declared for it.
+    Its inputs are drawn as check(spec, cells=cell, seed=seed) draws them."""
 
-    def __init__(self, *, spec: OpSpec, cell: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        spec: OpSpec,
+        cell: str = "",
+        seed: int = 0,
+        variable: str = "SPEC",
+        source: str = "",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.spec = spec
         self.cell = cell
+        self.seed = seed
+        self.variable = variable  # the declaration's name for the spec, for check()
+        self.source = source  # a replayed recording: which, and the test that made it
+        self.base_name = self.name.removesuffix(f"[seed-{seed}]")
 
     def runtest(self) -> None:
         from .conformance import run_cell
@@ -430,24 +547,104 @@ class Cell(pytest.Item):
 
         try:
             with cell_environment():
-                run_cell(self.spec, self.cell, seeded_rng(self.nodeid))
+                run_cell(self.spec, self.cell, seeded_rng(self.seed, self.spec.name, self.cell))
         except TooFewDevices as why:
             pytest.skip(str(why))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, AssertionError):
-            return str(excinfo.value)  # its first line names the cell, the check and the ulps
-        return super().repr_failure(excinfo, style)
+        """The error's first line (it names the cell), then the seed and the
+        commands that rerun this cell alone; the whole traceback with
+        --opcheck-tracebacks or --tb=long."""
+        error = excinfo.value
+        footer = self.rerun()
+        config = self.config
+        if config.getoption("opcheck_tracebacks") or config.getoption("tbstyle") == "long":
+            shown = super().repr_failure(excinfo, style)
+            if footer and hasattr(shown, "addsection"):
+                shown.addsection("opcheck", footer)
+                return shown
+            return "\n".join(filter(None, [str(shown), footer]))
+        lines = (str(error) or type(error).__name__).splitlines() or [type(error).__name__]
+        first = lines[0]
+        if not isinstance(error, AssertionError):
+            first = f"{type(error).__name__}: {first}"
+            if not first.startswith(f"[{self.cell}]") and not isinstance(self, Broken):
+                first = f"[{self.cell}] {self.refusal_note(error)}{first}"
+        elif not isinstance(self, Broken) and not first.startswith(f"[{self.cell}]"):
+            first = f"[{self.cell}] {first}"  # a refusal's message that did not match
+        if isinstance(self, Broken):
+            return "\n".join(lines)  # why it broke, whole (an import error's traceback)
+        more = len(lines) - 1
+        if more:
+            first += f"  (+{more} line(s): --opcheck-tracebacks)"
+        return "\n".join(filter(None, [first, footer]))
+
+    def refusal_note(self, error: BaseException) -> str:
+        from .conformance import refusal
+
+        refuse = refusal(self.spec, self.cell)
+        if refuse is None or isinstance(error, pytest.fail.Exception):
+            return ""
+        names = refuse.error if isinstance(refuse.error, tuple) else (refuse.error,)
+        return f"not the declared refusal ({' or '.join(e.__name__ for e in names)}): "
+
+    def rerun(self) -> str:
+        """The seed, and how to rerun this cell alone: pytest (from the
+        run's root) and, for a declared cell, check()."""
+        config = self.config
+        nodeid = f"{self.nodeid.rpartition('::')[0]}::{self.base_name}"
+        command = ["python", "-m", "pytest", nodeid]
+        for path in config.getoption("opcheck") or []:
+            command += ["--opcheck", _from_root(config, config.invocation_params.dir / path)]
+        for option in ("opcheck_cells", "opcheck_replay_cells"):
+            if config.getoption(option):
+                command += [f"--{option.replace('_', '-')}", config.getoption(option)]
+        command += ["--opcheck-seed", str(self.seed)]
+        lines = [f"seed {self.seed}; rerun this cell alone: {shlex.join(command)}"]
+        if self.source:
+            lines.insert(0, f"recorded input: {self.source}")
+        else:
+            call = f"check({self.variable}, cells={self.cell!r}, seed={self.seed})"
+            lines.append(f"or, in Python: {call}  # {self.variable} from {self.path.name}")
+        return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name
 
 
-class Unreplayable(Cell):
-    """A recording that does not fit the declaration (its `cell`: why)."""
+def _from_root(config: pytest.Config, path: Path) -> str:
+    """path, from the run's root where it lies under it (where the pytest
+    command of a failure's rerun runs)."""
+    path = Path(os.path.normpath(path))
+    root = config.rootpath
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _user_traceback(error: BaseException) -> str:
+    """An error raised importing a declaration: its traceback, without
+    pytest's and the import system's frames."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not any(part in frame.filename for part in ("_pytest", "pluggy", "<frozen "))
+    ]
+    shown = "".join(traceback.format_list(frames))
+    return f"Traceback:\n{shown}{''.join(traceback.format_exception_only(error))}".rstrip()
+
+
+class Broken(Cell):
+    """A declaration that fails to import or declares no OpSpec, or a
+    recording that does not fit it: one failed item, which says why."""
+
+    def __init__(self, *, why: str, **kwargs: Any) -> None:
+        super().__init__(spec=cast("OpSpec", None), **kwargs)
+        self.why = why
 
     def runtest(self) -> None:
-        raise AssertionError(self.cell)
+        raise AssertionError(self.why)
+
+    def rerun(self) -> str:
+        return ""
 
 
 class Refusals(Cell):
@@ -458,3 +655,6 @@ class Refusals(Cell):
 
         unknown = unknown_refusals(self.spec)
         assert not unknown, f"{self.spec.name}: declared refusals name no cell: {unknown}"
+
+    def rerun(self) -> str:
+        return ""
