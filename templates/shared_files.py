@@ -9,8 +9,14 @@ a project the current copies. Standard library only, plus Jinja2, which
 cookiecutter itself needs.
 
 What a copy gets on its way into a project:
-- the engine's relative imports (`from .compare import`) become the flat
-  imports of a project's tests/ folder (`from compare import`);
+- the engine's relative imports of its sibling modules (`from .compare
+  import`; in the conformance package, `from ..compare import`) become the
+  flat imports of a project's tests/ folder (`from compare import`); the
+  conformance package's imports of its own modules (`from .oracles import`)
+  stay relative, as tests/conformance/ is a package there too (a `# isort:
+  split` keeps the two kinds apart in the package's modules: in the kit,
+  `from ..compare` sorts before `from .oracles`, in a project `from compare`
+  after it);
 - a first line that names the kit's version (not in LICENSE, whose text
   stays the licence's own);
 - files named `*.jinja` are rendered with the project's answers (their
@@ -36,24 +42,42 @@ from pathlib import Path
 
 STAGING = ".jax-ladder-shared"
 
-# Engine module -> its path in a project.
+# The conformance package's modules (jax_ladder/opcheck/conformance/).
+CONFORMANCE = (
+    "__init__.py",
+    "declaration.py",
+    "oracles.py",
+    "hlo.py",
+    "cells_values.py",
+    "cells_vmap.py",
+    "cells_sizes.py",
+    "cells_autodiff.py",
+    "cells_control_flow.py",
+    "cells_hard.py",
+    "cells_sharding.py",
+    "cells_export.py",
+)
+# Engine module (its path under jax_ladder/opcheck/) -> its path in a project.
 ENGINE = {
     "compare.py": "tests/compare.py",
     "devices.py": "tests/devices.py",
-    "conformance.py": "tests/conformance.py",
+    **{f"conformance/{name}": f"tests/conformance/{name}" for name in CONFORMANCE},
     "support_table.py": "tests/support_table.py",
     "plot.py": "benchmarks/plot.py",
 }
 RENAMED = {"gitignore": ".gitignore"}
 NOT_STAMPED = {"LICENSE"}
+# A module's import of a sibling engine module: `from .compare import` beside
+# it, `from ..compare import` from inside the conformance package.
 RELATIVE_IMPORT = re.compile(r"^(\s*)from \.(\w+) import", re.MULTILINE)
+PARENT_IMPORT = re.compile(r"^(\s*)from \.\.(\w+) import", re.MULTILINE)
 
 
 def package_dir(templates: Path) -> Path:
     """The kit's package, from its templates folder: src/jax_ladder in a
     checkout, the folder holding templates/ in an installed wheel."""
     for candidate in (templates.parent / "src" / "jax_ladder", templates.parent):
-        if (candidate / "opcheck" / "conformance.py").is_file():
+        if (candidate / "opcheck" / "conformance" / "__init__.py").is_file():
             return candidate
     raise FileNotFoundError(f"no jax_ladder package with opcheck/ beside {templates}")
 
@@ -68,7 +92,7 @@ def shared_files(package: Path, context: dict) -> dict[str, str]:
     version = kit_version(package)
     files = {}
     for name, target in ENGINE.items():
-        text = RELATIVE_IMPORT.sub(r"\1from \2 import", (package / "opcheck" / name).read_text())
+        text = flat_imports(name, (package / "opcheck" / name).read_text())
         files[target] = stamp(text, target, version, f"opcheck/{name}")
     root = package / "project_files"
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -82,6 +106,15 @@ def shared_files(package: Path, context: dict) -> dict[str, str]:
         target = RENAMED.get(relative, relative)
         files[target] = stamp(text, target, version, f"project_files/{relative}")
     return files
+
+
+def flat_imports(name: str, text: str) -> str:
+    """An engine module's text with its imports of sibling engine modules made
+    flat (a project's tests/ folder is no package); inside the conformance
+    package, its imports of its own modules stay relative."""
+    if "/" in name:
+        return PARENT_IMPORT.sub(r"\1from \2 import", text)
+    return RELATIVE_IMPORT.sub(r"\1from \2 import", text)
 
 
 def stamp(text: str, target: str, version: str, source: str) -> str:

@@ -97,12 +97,19 @@ def test_every_declared_exception_names_a_template_and_a_shared_file():
         assert target in shared_sources(), target
 
 
+def test_every_module_of_the_conformance_package_reaches_a_project():
+    # tests/conformance/ in a project is the package's every module: one left
+    # out of ENGINE would fail there at import, not here.
+    modules = sorted(p.name for p in (PACKAGE / "opcheck" / "conformance").glob("*.py"))
+    assert sorted(SHARED["CONFORMANCE"]) == modules
+
+
 def test_the_shared_files_are_found_in_a_checkout_and_in_an_installed_wheel(tmp_path):
     assert SHARED["package_dir"](REPO / "templates") == PACKAGE
     # A wheel: jax_ladder/templates/ beside jax_ladder/opcheck/ (CMakeLists.txt).
     wheel = tmp_path / "jax_ladder"
-    (wheel / "opcheck").mkdir(parents=True)
-    (wheel / "opcheck" / "conformance.py").write_text("")
+    (wheel / "opcheck" / "conformance").mkdir(parents=True)
+    (wheel / "opcheck" / "conformance" / "__init__.py").write_text("")
     (wheel / "templates").mkdir()
     assert SHARED["package_dir"](wheel / "templates") == wheel
     with pytest.raises(FileNotFoundError, match="no jax_ladder package"):
@@ -129,7 +136,11 @@ def test_a_project_gets_every_shared_file_stamped_with_flat_imports(tmp_path):
         elif target != "LICENSE":
             first = text.splitlines()[1 if text.startswith("#!") else 0]
             assert f"jax-ladder {__version__}:" in first, target
-        assert "from ." not in text, target  # the engine's imports made flat
+        # The engine's imports of its sibling modules made flat; the
+        # conformance package's of its own modules stay relative.
+        assert "from .." not in text, target
+        if not target.startswith("tests/conformance/"):
+            assert "from ." not in text, target
         assert "{{ cookiecutter" not in text, target  # the Jinja files rendered
         assert "{%" not in text, target
 

@@ -102,7 +102,7 @@ def test_a_committed_change_counts_as_well_as_a_new_file(kit):
 @pytest.mark.parametrize(
     "shared",
     [
-        "src/jax_ladder/opcheck/conformance.py",
+        "src/jax_ladder/opcheck/conformance/__init__.py",
         "src/jax_ladder/project_files/noxfile.py",
         "templates/shared_files.py",
         "templates/pre_gen_project.py",

@@ -5,7 +5,8 @@ matrix for any repository's op, from one declaration file (docs/opcheck.md).
 
 - conformance: the cells (transformation x sharding x platform) built from an
   op's declaration (OpSpec, Arg), each compared with the plain-JAX reference
-  and the float64 oracle;
+  and the float64 oracle; a package: the declaration language, the oracles,
+  the reading of compiled programs (hlo) and one module per family of cells;
 - compare: the comparison in ulps, per dtype and platform;
 - devices: the devices a sharding cell's mesh runs on;
 - support_table: the README's table of what passes, refuses or fails;
@@ -32,15 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .compare import Ulps
-    from .conformance import Arg, Collectives, OpSpec, Refuse, cell_names
+    from .conformance import cell_names
+    from .conformance.declaration import Arg, Collectives, OpSpec, Refuse
     from .report import CellResult, Report, check
 
 # Each name -> the module that defines it.
 _EXPORTS = {
-    "OpSpec": "conformance",
-    "Arg": "conformance",
-    "Refuse": "conformance",
-    "Collectives": "conformance",
+    "OpSpec": "conformance.declaration",
+    "Arg": "conformance.declaration",
+    "Refuse": "conformance.declaration",
+    "Collectives": "conformance.declaration",
     "cell_names": "conformance",
     "Ulps": "compare",
     "check": "report",

@@ -1,0 +1,164 @@
+"""The autodiff cells: grad-<arg>, vjp, jit-grad, jvp, linearize, jacfwd,
+vmap-jvp, check-grads-1 and check-grads-2."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.test_util import check_grads
+
+from ..compare import assert_close, at_platform, platform_of
+
+# isort: split
+from .declaration import NEW_AXIS, OpSpec, refusal
+from .oracles import (
+    _CPU,
+    _diff_args,
+    _diff_outputs,
+    _grad,
+    _inputs_at,
+    _insert,
+    _loss,
+    _of_diff,
+    _outputs,
+    _stack,
+    _to64,
+    assert_deterministic,
+    assert_grads,
+    assert_outputs,
+    call_as_declared,
+    cotangents_for,
+    make_args,
+    oracle,
+    vjp_oracle,
+)
+
+
+def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    args = make_args(spec, rng)
+    cts = cotangents_for(spec, args, rng)
+    want = vjp_oracle(spec, args, cts)
+    diff = _diff_args(spec)
+    if cell.startswith("grad-"):
+        name = cell.removeprefix("grad-")
+        i = [a.name for a in spec.args].index(name)
+        got = call_as_declared(jax.grad(_loss(spec, spec.op, cts), argnums=i), *args)
+        assert_grads(spec, [got], [want[diff.index(i)]], "grad", args, of=[name])
+    elif cell == "jit-grad":
+        gradient = jax.jit(_grad(spec, spec.op, cts))
+        got = call_as_declared(gradient, *args)
+        assert_grads(spec, got, want, "jit(grad)", args)
+        assert_deterministic(spec, got, gradient(*args), "jit(grad)")
+    elif cell == "vjp":
+
+        def pullback(*args: Any) -> Any:
+            _, vjp = jax.vjp(_of_diff(spec, spec.op, list(args)), *(args[i] for i in diff))
+            return vjp(tuple(cts))
+
+        assert_grads(spec, call_as_declared(jax.jit(pullback), *args), want, "jit(vjp)", args)
+    else:  # jvp, linearize: forward mode, against the reference's in float64
+        tangents = [jnp.asarray(rng.standard_normal(args[i].shape), args[i].dtype) for i in diff]
+        of_diff = partial(_of_diff, spec)
+        primals = [args[i] for i in diff]
+        args64 = [_to64(a) for a in args]
+        with jax.default_device(_CPU):
+            _, want_t = jax.jvp(
+                of_diff(spec.reference, args64),
+                [args64[i] for i in diff],
+                [_to64(t) for t in tangents],
+            )
+        if cell == "jvp":
+            jvp = jax.jit(lambda p, t: jax.jvp(of_diff(spec.op, args), p, t))
+            _, got_t = call_as_declared(jvp, primals, tangents)
+        else:
+            _, linear = jax.linearize(of_diff(spec.op, args), *primals)
+            got_t = call_as_declared(linear, *tangents)
+        where = "jit(jvp)" if cell == "jvp" else "linearize"
+        _assert_tangents(spec, list(got_t), [np.asarray(w) for w in want_t], where, args)
+
+
+def _assert_tangents(
+    spec: OpSpec, got: list[Any], want: list[np.ndarray], where: str, inputs: list[Any]
+) -> None:
+    """Tangents of the differentiable outputs, within the gradient tolerance."""
+    picked = _diff_outputs(spec, _outputs(jax.eval_shape(spec.op, *inputs)))
+    assert len(got) == len(want), f"{where}: {len(got)} tangents, expected {len(want)}"
+    for k, g, w in zip(picked, got, want, strict=True):
+        tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
+        at = _inputs_at(spec, inputs, spec.outputs[k])
+        assert_close(g, w, tolerance, where=f"{where}, tangent of output {k}", inputs_at=at)
+
+
+def check_forward_batched(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """Forward mode over many tangents in one jitted program, against the
+    reference's own in float64: jacfwd (a tangent per input element, which
+    JAX batches with vmap) and vmap of jvp over NEW_AXIS random tangents.
+    The batching rules of the op's tangent computation run here, which the
+    jvp cell never calls."""
+    args = make_args(spec, rng)
+    args64 = [_to64(a) for a in args]
+    diff = _diff_args(spec)
+    primals, primals64 = [args[i] for i in diff], [args64[i] for i in diff]
+    mine, theirs = _of_diff(spec, spec.op, args), _of_diff(spec, spec.reference, args64)
+    if cell == "jacfwd":
+        argnums = tuple(range(len(diff)))
+        got = call_as_declared(jax.jit(jax.jacfwd(mine, argnums=argnums)), *primals)
+        with jax.default_device(_CPU):
+            want = jax.jacfwd(theirs, argnums=argnums)(*primals64)
+    else:  # vmap-jvp: the primals shared, the tangents batched
+        tangents = [_insert(p, 0, NEW_AXIS, rng) for p in primals]
+
+        def jvp(p: list[Any], t: list[Any]) -> Any:
+            return jax.jvp(mine, p, t)
+
+        # The outputs do not depend on the tangents: unbatched (out_axes None),
+        # as jacfwd asks of them too.
+        batched = jax.vmap(jvp, in_axes=(None, 0), out_axes=(None, 0))
+        outs, got = call_as_declared(jax.jit(batched), primals, tangents)
+        want_outs = oracle(spec, args)
+        picked = tuple(want_outs[i] for i in _diff_outputs(spec, want_outs))
+        assert_outputs(spec, outs, picked, where="jit(vmap(jvp)) outputs", inputs=args)
+        with jax.default_device(_CPU):
+            parts = [
+                jax.jvp(theirs, primals64, [_to64(t[k]) for t in tangents])[1]
+                for k in range(NEW_AXIS)
+            ]
+        want = _stack([tuple(np.asarray(o) for o in part) for part in parts], axis=0)
+    # Results in order: each output's Jacobian with respect to each argument,
+    # or each output's batch of tangents.
+    where = "jit(jacfwd)" if cell == "jacfwd" else "jit(vmap(jvp)) tangents"
+    got, want = jax.tree.leaves(got), [np.asarray(w) for w in jax.tree.leaves(want)]
+    assert_grads(spec, got, want, where=where)
+
+
+def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """JAX's numerical check against finite differences, in float64: forward
+    and reverse mode unless the jvp cell is refused (then reverse only). The
+    op is jitted: the check evaluates it dozens of times, and eagerly a
+    multi-device op compiles again at each (the eager and grad cells cover
+    eager calls)."""
+    args = make_args(spec, rng, "float64")
+    diff = _diff_args(spec)
+    modes = ["rev"] if refusal(spec, "jvp") else ["fwd", "rev"]
+
+    def of_diff(*d: Any) -> Any:
+        full = list(args)
+        for i, v in zip(diff, d, strict=True):
+            full[i] = v
+        outs = _outputs(spec.op(*full))
+        return tuple(outs[i] for i in _diff_outputs(spec, outs))
+
+    order = int(cell[-1])
+    try:
+        check_grads(jax.jit(of_diff), [args[i] for i in diff], order=order, modes=modes)
+    except AssertionError as error:
+        # check_grads' own message opens with an empty line: its gist, on one.
+        gist = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise AssertionError(
+            f"check_grads(order={order}, modes={modes}) in float64, against finite "
+            f"differences: {gist}"
+        ) from error

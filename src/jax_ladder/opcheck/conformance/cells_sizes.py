@@ -1,0 +1,59 @@
+"""The size cells: size-<d>-1, size-<d>-ragged and size-<d>-large."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+
+from .declaration import LARGE, OpSpec
+from .oracles import (
+    _diff_args,
+    _grad,
+    _outputs,
+    assert_grads,
+    assert_outputs,
+    call_as_declared,
+    cotangents_for,
+    ill_conditioned,
+    make_args,
+    oracle,
+    vjp_oracle,
+)
+
+
+def cell_size(spec: OpSpec, axis: str, kind: str) -> int:
+    """The size a size-<axis>-<kind> cell gives the axis: 1; ragged, the
+    smallest prime above the declared size and 4 (a multiple of no block the
+    declared size suggests, nor of any mesh's shard count); large, LARGE
+    times the declared size."""
+    declared = spec.sizes[axis]
+    if kind == "1":
+        return 1
+    if kind == "large":
+        return LARGE * declared
+    candidate = max(declared, 4) + 1
+    while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
+        candidate += 1
+    return candidate
+
+
+def check_size(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
+    """One axis at size 1, at a ragged size or at several times its declared
+    size (a kernel's grid rounding down leaves a ragged tail unwritten; a row
+    of one takes another path): jitted values and gradient against the oracle."""
+    axis, kind = cell.removeprefix("size-").rsplit("-", 1)
+    size = cell_size(spec, axis, kind)
+    args = make_args(spec, rng, sizes={axis: size})
+    where = f"{axis} = {size}"
+    hard = ill_conditioned(spec, cell) is not None
+    got = call_as_declared(jax.jit(spec.op), *args)
+    ref = _outputs(jax.jit(spec.reference)(*args)) if hard else None
+    assert_outputs(spec, got, oracle(spec, args), f"jit, {where}", args, reference=ref)
+    if _diff_args(spec):
+        cts = cotangents_for(spec, args, rng)
+        grads = call_as_declared(jax.jit(_grad(spec, spec.op, cts)), *args)
+        ref = jax.jit(_grad(spec, spec.reference, cts))(*args) if hard else None
+        want = vjp_oracle(spec, args, cts)
+        assert_grads(spec, grads, want, f"jit(grad), {where}", args, reference=ref)

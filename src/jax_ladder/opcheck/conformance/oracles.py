@@ -1,0 +1,481 @@
+"""The cells' inputs, oracles and comparisons: arguments drawn as each Arg
+declares (and with new axes, for vmap, scan and the batched oracles), the
+float64 oracles of values and gradients, the comparisons against them
+within the declared tolerances (compare.py counts the ulps), and what every
+cell holds its results to besides: their abstract result, the same bits
+twice, no input consumed."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+
+from ..compare import (
+    PLATFORM_KINDS,
+    REDUCTION,
+    TRANSCENDENTAL,
+    assert_close,
+    at_platform,
+    platform_of,
+)
+
+# isort: split
+from .declaration import REFERENCE_FACTOR, Arg, OpSpec, refusal
+
+
+# --- Inputs ---------------------------------------------------------------------
+def _shape(spec: OpSpec, axes: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(spec.sizes[a] for a in axes)
+
+
+def _float(dtype: Any) -> bool:
+    return bool(jnp.issubdtype(dtype, jnp.inexact))
+
+
+def draw(arg: Arg, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """An argument's values: its own sample, else standard normals mapped
+    into its domain (magnitudes for a positive-only one, clipped to a
+    bounded one) and held to its smallest nonzero magnitude."""
+    if arg.sample is not None:
+        return np.asarray(arg.sample(rng, tuple(shape)))
+    return _into_domain(arg, rng.standard_normal(shape))
+
+
+def _into_domain(arg: Arg, values: np.ndarray) -> np.ndarray:
+    low, high = arg.domain
+    if low >= 0:
+        values = np.abs(values)
+    elif high <= 0:
+        values = -np.abs(values)
+    if arg.smallest > 0:
+        small = (values != 0) & (np.abs(values) < arg.smallest)
+        values = np.where(small, np.copysign(arg.smallest, values), values)
+    return np.clip(values, low, high)
+
+
+def make_args(
+    spec: OpSpec,
+    rng: np.random.Generator,
+    dtype: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+) -> list[Any]:
+    """Random arguments, as JAX arrays of the cell's dtype (sizes: the axes'
+    sizes where not the declared ones)."""
+    sizes = {**spec.sizes, **(sizes or {})}
+    out = []
+    for arg in spec.args:
+        values = draw(arg, tuple(sizes[a] for a in arg.axes), rng)
+        out.append(jnp.asarray(values, arg.dtype or dtype or spec.dtype))
+    return out
+
+
+# --- New axes: vmap's, scan's and the batched oracles' ----------------------------
+def _insert(a: Any, axis: int, size: int, rng: np.random.Generator, arg: Arg | None = None) -> Any:
+    """a with a new axis of `size` at `axis`: a itself as the first slice, the
+    others drawn as the argument `arg` declares (its sample, domain and
+    smallest; a recording replays its values, permuted where a slice would
+    repeat one exactly). Without `arg`, standard normals (tangents,
+    cotangents) or, for a non-floating array, copies of a."""
+    if arg is None and not _float(a.dtype):
+        return jnp.stack([a] * size, axis=axis)
+    first = np.asarray(a)
+    slices = [first]
+    for _ in range(size - 1):
+        values = draw(arg, first.shape, rng) if arg else rng.standard_normal(first.shape)
+        if arg is not None and np.array_equal(values, first):
+            values = rng.permuted(np.asarray(values).reshape(-1)).reshape(first.shape)
+        slices.append(np.asarray(values))
+    return jnp.asarray(np.stack(slices, axis=axis), a.dtype)
+
+
+def _batched(
+    spec: OpSpec, args: list[Any], in_axes: list[int | None], size: int, rng: Any
+) -> list[Any]:
+    """Each argument with a new axis of `size` at its in_axes (None: as it is)."""
+    return [
+        a if ax is None else _insert(a, ax, size, rng, arg)
+        for a, ax, arg in zip(args, in_axes, spec.args, strict=True)
+    ]
+
+
+def _slice(batched: list[Any], in_axes: list[int | None], i: int) -> list[Any]:
+    return [
+        b if ax is None else jnp.take(b, i, axis=ax) for b, ax in zip(batched, in_axes, strict=True)
+    ]
+
+
+def _outputs(result: Any) -> tuple[Any, ...]:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _diff_outputs(spec: OpSpec, outputs: tuple[Any, ...]) -> list[int]:
+    if spec.differentiable_outputs is not None:
+        return list(spec.differentiable_outputs)
+    return [i for i, o in enumerate(outputs) if _float(o.dtype)]
+
+
+def _diff_args(spec: OpSpec) -> list[int]:
+    return [i for i, a in enumerate(spec.args) if a.differentiable]
+
+
+# --- Oracles and comparisons ---------------------------------------------------------
+def oracle(spec: OpSpec, args: list[Any]) -> tuple[np.ndarray, ...]:
+    """The float64 oracle on exactly the values the op sees: the declared one,
+    or else the reference itself computing in float64 on the CPU."""
+    if spec.oracle is None:
+        with jax.default_device(_CPU):
+            outputs = _outputs(spec.reference(*(_to64(a) for a in args)))
+        return tuple(np.asarray(o) for o in outputs)
+    as64 = [np.asarray(a, np.float64) if _float(a.dtype) else np.asarray(a) for a in args]
+    return _outputs(spec.oracle(*as64))
+
+
+# Where the oracle computes: every JAX has a CPU device, with float64 and its
+# matmuls (a TPU has no float64, a GPU's float64 is slow).
+_CPU = jax.devices("cpu")[0]
+
+
+def _to64(a: Any) -> Any:
+    """a as a float64 array (non-floating ones as they are) on the CPU: the
+    conversion happens on the host, not on the accelerator holding a."""
+    host = np.asarray(a, np.float64) if _float(a.dtype) else np.asarray(a)
+    return jax.device_put(host, _CPU)
+
+
+def _loss(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callable[..., Any]:
+    """sum over the differentiable outputs of cotangent * output, as a function
+    of the differentiable arguments (the others fixed by the caller)."""
+
+    def loss(*outputs: Any) -> Any:
+        picked = _diff_outputs(spec, outputs)
+        return sum(jnp.sum(c * outputs[i]) for c, i in zip(cotangents, picked, strict=True))
+
+    return lambda *a: loss(*_outputs(fn(*a)))
+
+
+def cotangents_for(
+    spec: OpSpec, args: list[Any], rng: np.random.Generator, fn: Callable[..., Any] | None = None
+) -> list[Any]:
+    """Random cotangents for the differentiable outputs of fn (the op) on args."""
+    outs = _outputs(jax.eval_shape(fn or spec.op, *args))
+    return [
+        jnp.asarray(rng.standard_normal(outs[i].shape), outs[i].dtype)
+        for i in _diff_outputs(spec, outs)
+    ]
+
+
+def vjp_oracle(spec: OpSpec, args: list[Any], cotangents: list[Any]) -> list[np.ndarray]:
+    """Gradients of the random weighting of the outputs, with respect to each
+    differentiable argument: the declared gradient oracle, or else autodiff of
+    the reference in float64, eagerly."""
+    if spec.gradient_oracle is not None:
+        as64 = [np.asarray(a, np.float64) if _float(a.dtype) else np.asarray(a) for a in args]
+        cts = [np.asarray(c, np.float64) for c in cotangents]
+        return [np.asarray(g) for g in spec.gradient_oracle(*as64, *cts)]
+    args64 = [_to64(a) for a in args]
+    cts64 = [_to64(c) for c in cotangents]
+    argnums = tuple(_diff_args(spec))
+    with jax.default_device(_CPU):
+        grads = jax.grad(_loss(spec, spec.reference, cts64), argnums=argnums)(*args64)
+    return [np.asarray(g) for g in grads]
+
+
+def assert_outputs(
+    spec: OpSpec,
+    got: Any,
+    want: tuple[Any, ...],
+    where: str = "",
+    inputs: list[Any] | None = None,
+    batched: list[Any] | None = None,
+    reference: Any = None,
+) -> None:
+    """The op's outputs against the oracle's, within its tolerance. where:
+    what computed them (jit, vmap, ...), for a failure's message; inputs: the
+    op's arguments, where got is its unbatched result (a failure then names
+    the inputs at the worst element); batched: the arguments, where got is a
+    batched result (their scale is an all-zero oracle's: compare.py);
+    reference: the reference's own results, in an ill_conditioned cell."""
+    got = _outputs(got)
+    assert len(got) == len(want), f"{where}: {len(got)} outputs, expected {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        tolerance = at_platform(spec.tolerance, spec.matmul_inputs, platform_of(g))
+        axes = spec.outputs[k] if k < len(spec.outputs) else ()
+        at = _inputs_at(spec, inputs, axes)
+        said = _said(where, f"output {k}")
+        scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
+        kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
+        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also, kinds=kinds)
+
+
+def assert_grads(
+    spec: OpSpec,
+    got: Any,
+    want: list[np.ndarray],
+    where: str = "",
+    inputs: list[Any] | None = None,
+    of: list[str] | None = None,
+    batched: list[Any] | None = None,
+    reference: Any = None,
+) -> None:
+    """Gradients against the oracle's, within the gradient tolerance: one per
+    differentiable argument (or per name in `of`), else (tangents, second
+    orders) results counted in order. where and inputs: as assert_outputs."""
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    assert len(got) == len(want), f"{where}: {len(got)} gradients, expected {len(want)}"
+    names = of or [spec.args[i].name for i in _diff_args(spec)]
+    if len(names) != len(got):
+        names = []
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
+        if names:
+            what = f"gradient of {names[k]}"
+            axes = next(a.axes for a in spec.args if a.name == names[k])
+        else:
+            what, axes = f"result {k}", ()
+        at = _inputs_at(spec, inputs if names else None, axes)
+        said = _said(where, what)
+        scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
+        kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
+        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also, kinds=kinds)
+
+
+_KINDS: dict[Any, frozenset[str]] = {}
+
+
+_PARTLY_IEEE = {platform for platform, _ in PLATFORM_KINDS}  # where kinds matter
+
+
+def operation_kinds(spec: OpSpec) -> frozenset[str] | None:
+    """The kinds of operation (compare.TRANSCENDENTAL, REDUCTION) in the op's
+    programs, forward and gradient, kernels and custom rules included, read
+    from their jaxprs at the declared sizes: what a platform whose arithmetic
+    is IEEE's for some kinds only widens a comparison for
+    (compare.PLATFORM_KINDS). None where they cannot be read (then every
+    kind is assumed)."""
+    key = spec.op
+    if key not in _KINDS:
+        try:
+            args = make_args(spec, np.random.default_rng(0))
+            cts = cotangents_for(spec, args, np.random.default_rng(1))
+            programs = [jax.make_jaxpr(spec.op)(*args)]
+            diff = _diff_args(spec)
+            if diff and refusal(spec, "vjp") is None:
+                # The pullback alone: the gradient's own operations, not the loss's sum.
+                of_diff = _of_diff(spec, spec.op, args)
+                _, pullback = jax.vjp(of_diff, *(args[i] for i in diff))
+                programs.append(jax.make_jaxpr(pullback)(tuple(cts)))
+            names = set().union(*(_primitives(p.jaxpr) for p in programs))
+        except Exception:  # a program that cannot be traced here: any kind
+            return None
+        found = {"transcendental"} if names & TRANSCENDENTAL else set()
+        found |= {"reduction"} if names & REDUCTION else set()
+        _KINDS[key] = frozenset(found)
+    return _KINDS[key]
+
+
+def _primitives(jaxpr: Any) -> set[str]:
+    """Every primitive's name in a jaxpr and in the jaxprs its equations
+    hold (jit, custom rules, control flow, Pallas kernels)."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(inner, "jaxpr", inner)  # a ClosedJaxpr's
+                if hasattr(inner, "eqns"):
+                    names |= _primitives(inner)
+    return names
+
+
+def _reference_error(reference: Any, k: int, want: Any) -> np.ndarray | None:
+    """REFERENCE_FACTOR times the reference's own error in its k-th result
+    (None: no reference given). Where both are non-finite the comparison's
+    own rule holds."""
+    if reference is None:
+        return None
+    ref = np.asarray(jax.tree.leaves(reference)[k], np.float64)
+    error = np.abs(ref - np.asarray(want, np.float64))
+    return REFERENCE_FACTOR * np.where(np.isfinite(error), error, 0.0)
+
+
+def ill_conditioned(spec: OpSpec, cell: str) -> str | None:
+    """Why a cell is declared ill-conditioned (OpSpec.ill_conditioned), or None."""
+    return next(
+        (
+            why
+            for pattern, why in spec.ill_conditioned.items()
+            if fnmatch.fnmatchcase(cell, pattern)
+        ),
+        None,
+    )
+
+
+def _scale(inputs: list[Any] | None) -> float:
+    """The largest finite |value| of the floating inputs: the size of the
+    terms an exactly-zero result cancelled (compare.assert_close's scale)."""
+    sizes = [
+        float(np.max(np.abs(v), initial=0.0, where=np.isfinite(v)))
+        for v in (np.asarray(a, np.float64) for a in inputs or () if _float(a.dtype))
+    ]
+    return max(sizes, default=0.0)
+
+
+def _said(where: str, what: str) -> str:
+    return f"{where}, {what}" if where else what
+
+
+def _inputs_at(
+    spec: OpSpec, inputs: list[Any] | None, axes: tuple[str, ...]
+) -> Callable[[tuple[int, ...]], str] | None:
+    """For a result with named `axes` (an output's, an argument's gradient), a
+    function from an element's index to the inputs that produced it: each
+    argument's value where the index fixes all its axes (an elementwise op),
+    else which slice of it (a row, the whole argument)."""
+    if inputs is None:
+        return None
+
+    def at(index: tuple[int, ...]) -> str:
+        if len(index) != len(axes):
+            return ""
+        fixed = dict(zip(axes, index, strict=True))
+        said = []
+        for arg, value in zip(spec.args, inputs, strict=True):
+            if all(d in fixed for d in arg.axes):
+                v = np.asarray(value)[tuple(fixed[d] for d in arg.axes)]
+                said.append(f"{arg.name} = {v.item() if v.dtype.kind in 'biu' else float(v)!r}")
+            else:
+                where = ", ".join(str(fixed[d]) if d in fixed else ":" for d in arg.axes)
+                said.append(f"{arg.name}[{where}]")
+        return ", ".join(said)
+
+    return at
+
+
+def _stack(parts: list[tuple[np.ndarray, ...]], axis: int | tuple[int, ...]) -> tuple[Any, ...]:
+    """Each output's slices stacked along `axis` (one for all, or each output's)."""
+    axes = axis if isinstance(axis, tuple) else (axis,) * len(parts[0])
+    return tuple(
+        np.stack(outs, axis=a) for outs, a in zip(zip(*parts, strict=True), axes, strict=True)
+    )
+
+
+def _grad(spec: OpSpec, fn: Callable[..., Any], cotangents: list[Any]) -> Callable[..., Any]:
+    """The gradient with respect to the differentiable arguments, as a function of all."""
+    return jax.grad(_loss(spec, fn, cotangents), argnums=tuple(_diff_args(spec)))
+
+
+def _grad_of(spec: OpSpec, fn: Callable[..., Any], count: int) -> Callable[..., Any]:
+    """The gradient of fn's random weighting, as a function of its `count`
+    arguments followed by the cotangents."""
+
+    def grad(*args_and_cts: Any) -> Any:
+        return _grad(spec, fn, list(args_and_cts[count:]))(*args_and_cts[:count])
+
+    return grad
+
+
+def _of_diff(spec: OpSpec, fn: Callable[..., Any], fixed: list[Any]) -> Callable[..., Any]:
+    """fn as a function of the differentiable arguments alone (the others as
+    in `fixed`), returning its differentiable outputs."""
+    diff = _diff_args(spec)
+
+    def of_diff(*d: Any) -> tuple[Any, ...]:
+        full = list(fixed)
+        for i, v in zip(diff, d, strict=True):
+            full[i] = v
+        outs = _outputs(fn(*full))
+        return tuple(outs[i] for i in _diff_outputs(spec, outs))
+
+    return of_diff
+
+
+# --- Abstract results, determinism ----------------------------------------------
+def call_as_declared(fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args), its results held to the abstract result jax.eval_shape
+    gives for the same call (assert_as_declared). Under jit the two agree by
+    construction; eagerly they need not: an op that computes on the host
+    outside a trace (a float64 NumPy result where float32 is declared, which
+    the comparison with the float64 oracle would accept), or dispatches
+    otherwise than it traces."""
+    got = fn(*args)
+    assert_as_declared(got, jax.eval_shape(fn, *args))
+    return got
+
+
+def assert_as_declared(got: Any, declared: Any, where: str = "") -> None:
+    """Each result has its declared (eval_shape's) shape and dtype, and, where
+    the types carry a sharding (an Explicit mesh) and the result is placed
+    with a NamedSharding, that sharding."""
+    prefix = f"{where}: " if where else ""
+    got_leaves, structure = jax.tree.flatten(got)
+    declared_leaves, declared_structure = jax.tree.flatten(declared)
+    assert structure == declared_structure, (
+        f"{prefix}results {structure}, the abstract result (jax.eval_shape) {declared_structure}"
+    )
+    for k, (g, d) in enumerate(zip(got_leaves, declared_leaves, strict=True)):
+        computed = (tuple(np.shape(g)), jnp.dtype(getattr(g, "dtype", np.asarray(g).dtype)))
+        assert computed == (tuple(d.shape), jnp.dtype(d.dtype)), (
+            f"{prefix}result {k}: computed {computed[1]}{list(computed[0])}, but its abstract "
+            f"result (jax.eval_shape of the same call) is {jnp.dtype(d.dtype)}{list(d.shape)}"
+        )
+        typed = getattr(d, "sharding", None)
+        placed = getattr(g, "sharding", None)
+        if isinstance(typed, NamedSharding) and isinstance(placed, NamedSharding):
+            same = placed.mesh.shape_tuple == typed.mesh.shape_tuple and (
+                placed.is_equivalent_to(NamedSharding(placed.mesh, typed.spec), g.ndim)
+            )
+            assert same, (
+                f"{prefix}result {k}: placed {placed.spec} on {dict(placed.mesh.shape)}, but "
+                f"typed {typed.spec} on {dict(typed.mesh.shape)} (jax.eval_shape)"
+            )
+
+
+def assert_as_reference(spec: OpSpec, args: list[Any]) -> None:
+    """The op's abstract result (what an FFI call declares in its
+    result_shape_dtypes, which XLA takes on trust) is the reference's: each
+    output's shape and dtype. The value cells see a wrong shape (the oracle's
+    differs); a narrower dtype they would accept, counting its ulps."""
+    mine = [(tuple(o.shape), jnp.dtype(o.dtype)) for o in _outputs(jax.eval_shape(spec.op, *args))]
+    theirs = [
+        (tuple(o.shape), jnp.dtype(o.dtype))
+        for o in _outputs(jax.eval_shape(spec.reference, *args))
+    ]
+    assert mine == theirs, (
+        "the op's abstract result (jax.eval_shape) "
+        f"{[f'{d}{list(s)}' for s, d in mine]} is not the reference's "
+        f"{[f'{d}{list(s)}' for s, d in theirs]}"
+    )
+
+
+def assert_deterministic(spec: OpSpec, first: Any, second: Any, where: str) -> None:
+    """Two runs on the same inputs give the same bits, unless the declaration
+    says the op is nondeterministic on the platform that computed them."""
+    leaves = jax.tree.leaves(first)
+    platform = platform_of(leaves[0]) if leaves else "cpu"
+    if platform in spec.nondeterministic:
+        return
+    for k, (a, b) in enumerate(zip(leaves, jax.tree.leaves(second), strict=True)):
+        # Bits, not values: NaN == NaN and -0.0 != 0.0 here.
+        size = np.size(a)
+        if not size:
+            continue
+        a, b = (np.asarray(x).reshape(-1).view(np.uint8).reshape(size, -1) for x in (a, b))
+        differ = int(np.count_nonzero((a != b).any(axis=1)))
+        assert not differ, (
+            f"{where}, result {k}: {differ} of {size} elements differ between two runs on the "
+            f"same inputs on {platform} (declare OpSpec.nondeterministic[{platform!r}], and why, "
+            "if the op is nondeterministic there)"
+        )
+
+
+def _assert_none_consumed(where: str, inputs: list[Any]) -> None:
+    """No input deleted: an op that donates its arguments internally (a jit
+    with donate_argnums inside it) deletes its caller's arrays."""
+    gone = [i for i, a in enumerate(inputs) if a.is_deleted()]
+    assert not gone, f"{where}: arguments {gone} consumed (deleted), though not donated"
