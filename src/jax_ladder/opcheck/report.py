@@ -17,10 +17,16 @@ What the cells need of JAX, and what check() does about it:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
+import json
+import re
+import time
+import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import numpy as np
@@ -28,6 +34,7 @@ import pytest
 
 from . import conformance
 from .conformance import OpSpec, cell_names, refusal, run_cell, unknown_refusals
+from .support_table import FAMILIES
 
 PASSED, REFUSED, FAILED, SKIPPED = "passed", "refused", "failed", "skipped"
 MESSAGE_LINES = 8  # of a failure's message, kept in its result
@@ -39,11 +46,116 @@ class CellResult:
     """One cell's outcome. `message`: for a refused cell the declaration's
     reason (Refuse.why); for a failed one the error's first lines (its
     first names the cell, the check, and the error in ulps); for a skipped
-    one why."""
+    one why. `seconds`: the cell's wall time; `seed`: check()'s seed, which
+    with the op's and the cell's names seeds its inputs (seeded_rng)."""
 
     cell: str
     outcome: str  # PASSED, REFUSED, FAILED or SKIPPED
     message: str = ""
+    seconds: float = 0.0
+    seed: int = 0
+
+    @property
+    def family(self) -> str:
+        """The family of cells it belongs to (cell_family)."""
+        return cell_family(self.cell)
+
+    @property
+    def line(self) -> str:
+        """Its message's first line ("" for none)."""
+        return self.message.splitlines()[0] if self.message else ""
+
+
+# Each family of cells a report groups failures by, from the support table's
+# rows (support_table.FAMILIES), with jit's sharded inputs and shard_map as one.
+_FAMILY_NAMES = {"jit, sharded inputs": "sharding", "shard_map": "sharding"}
+
+
+def cell_family(cell: str) -> str:
+    """The family a cell belongs to: values, vmap, sizes, autodiff, control
+    flow, hard inputs, sharding or export (`<cell>@<dtype>`: its base cell's;
+    a name no family knows: other). Cells of a family share most of their
+    code, so their failures often share a cause."""
+    base = cell.partition("@")[0]
+    for prefix, family in FAMILIES.items():
+        if base.startswith(prefix):
+            return _FAMILY_NAMES.get(family, family)
+    return "other"
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """Failed cells that likely share a cause: one family's (or several
+    families' whose first failures say the same), `first` the first of
+    them, `others` the rest, in the matrix's order."""
+
+    families: tuple[str, ...]
+    first: CellResult
+    others: tuple[CellResult, ...]
+
+    @property
+    def cells(self) -> tuple[CellResult, ...]:
+        return (self.first, *self.others)
+
+
+# What two failures' first lines keep when compared for "the same message":
+# not the cell's name, nor any number (ulps, indices, values).
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _gist(result: CellResult) -> str:
+    line = result.line.removeprefix(f"[{result.cell}] ")
+    return _NUMBER.sub("#", line.replace(result.cell, "<cell>"))
+
+
+def group_failures(results: Iterable[CellResult]) -> list[FailureGroup]:
+    """The failed results, grouped by family (cell_family), in the order of
+    each family's first failure; families whose first failures have the same
+    message (but for the cell's name and numbers) make one group."""
+    failed = [r for r in results if r.outcome == FAILED]
+    by_family: dict[str, list[CellResult]] = {}
+    for result in failed:
+        by_family.setdefault(result.family, []).append(result)
+    merged: dict[str, tuple[list[str], list[CellResult]]] = {}
+    for family, cells in by_family.items():
+        families, members = merged.setdefault(_gist(cells[0]), ([], []))
+        families.append(family)
+        members += cells
+    order = {id(r): i for i, r in enumerate(failed)}
+    groups = []
+    for families, members in merged.values():
+        members.sort(key=lambda r: order[id(r)])
+        groups.append(FailureGroup(tuple(families), members[0], tuple(members[1:])))
+    return groups
+
+
+NAMES_SHOWN = 8  # of a group's other cells, named in "and N cells like it: ..."
+
+
+def format_failures(
+    groups: Iterable[FailureGroup],
+    rerun: Callable[[list[str]], str] | None = None,
+    indent: str = "  ",
+) -> list[str]:
+    """Lines for the grouped failures: per group its families, its first cell
+    with its message's first line, then "and N cells like it: a, b, c…";
+    with `rerun` (cells -> the command that runs them), the command that
+    reruns the first cell, and where there are others the whole group."""
+    lines = []
+    for group in groups:
+        first = group.first
+        lines.append(f"{indent}{', '.join(group.families)}: {first.cell}: {first.line}")
+        if group.others:
+            names = [r.cell for r in group.others]
+            shown = ", ".join(names[:NAMES_SHOWN]) + ("…" if len(names) > NAMES_SHOWN else "")
+            like = "cell" if len(names) == 1 else "cells"
+            lines.append(f"{indent}  and {len(names)} {like} like it: {shown}")
+        if rerun is not None:
+            lines.append(f"{indent}  rerun: {rerun([first.cell])}")
+            if group.others:
+                every = rerun([r.cell for r in group.cells])
+                lines.append(f"{indent}  rerun all {len(group.cells)}: {every}")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -89,16 +201,102 @@ class Report:
     def __len__(self) -> int:
         return len(self.results)
 
+    @property
+    def seconds(self) -> float:
+        """The cells' wall time, all together."""
+        return sum(r.seconds for r in self.results)
+
+    def counts(self) -> str:
+        """ "6 passed, 1 refused": each outcome some cell had, with its count."""
+        outcomes = (PASSED, REFUSED, FAILED, SKIPPED)
+        return ", ".join(f"{len(self._with(o))} {o}" for o in outcomes if self._with(o)) or "none"
+
+    def failure_groups(self) -> list[FailureGroup]:
+        """The failed cells, grouped by likely cause (group_failures)."""
+        return group_failures(self.results)
+
     def __str__(self) -> str:
-        counts = ", ".join(
-            f"{len(self._with(o))} {o}" for o in (PASSED, REFUSED, FAILED, SKIPPED) if self._with(o)
-        )
-        lines = [f"{self.name}: {len(self.results)} cells: {counts or 'none'}"]
+        """Each cell and its outcome, with its message's first line; a failed
+        cell after the first of its group says whose failure it is like, and
+        the failures follow, grouped by likely cause (group_failures)."""
+        lines = [f"{self.name}: {len(self.results)} cells: {self.counts()}"]
+        groups = self.failure_groups()
+        like = {r.cell: g.first.cell for g in groups for r in g.others}
         width = max((len(r.cell) for r in self.results), default=0)
         for r in self.results:
-            first = r.message.splitlines()[0] if r.message else ""
+            first = f"like {like[r.cell]}" if r.cell in like else r.line
             lines.append(f"  {r.cell:<{width}}  {r.outcome}{': ' + first if first else ''}")
+        if groups:
+            lines.append(f"failed, by likely cause ({len(groups)}):")
+            lines += format_failures(groups)
         return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON data: the op, its totals (cells, each outcome's
+        count, seconds) and each cell's name, family, outcome, message,
+        seconds and seed."""
+        totals: dict[str, Any] = {"cells": len(self.results)}
+        totals.update({o: len(self._with(o)) for o in (PASSED, REFUSED, FAILED, SKIPPED)})
+        totals["seconds"] = round(self.seconds, 6)
+        cells = [
+            {
+                "cell": r.cell,
+                "family": r.family,
+                "outcome": r.outcome,
+                "message": r.message,
+                "seconds": round(r.seconds, 6),
+                "seed": r.seed,
+            }
+            for r in self.results
+        ]
+        return {"op": self.name, "ok": self.ok, "totals": totals, "cells": cells}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """to_dict() as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def junit_suite(self, classname: str = "opcheck") -> ET.Element:
+        """The report as a JUnit <testsuite>: one <testcase> per cell (named
+        as the plugin's items are, opcheck[op][cell]), a failed one with a
+        <failure> whose message is its first line, a refused one passing
+        (with the declared reason as its output), a skipped one <skipped>."""
+        suite = ET.Element(
+            "testsuite",
+            name=f"opcheck[{self.name}]",
+            tests=str(len(self.results)),
+            failures=str(len(self.failed)),
+            errors="0",
+            skipped=str(len(self.skipped)),
+            time=f"{self.seconds:.3f}",
+        )
+        for r in self.results:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=classname,
+                name=f"opcheck[{self.name}][{r.cell}]",
+                time=f"{r.seconds:.3f}",
+            )
+            if r.outcome == FAILED:
+                ET.SubElement(case, "failure", message=r.line, type="failed").text = r.message
+            elif r.outcome == SKIPPED:
+                ET.SubElement(case, "skipped", message=r.line)
+            elif r.outcome == REFUSED:
+                ET.SubElement(case, "system-out").text = f"refused: {r.message}"
+        return suite
+
+    def to_junit(self) -> str:
+        """The report as JUnit XML (junit_xml of this report alone)."""
+        return junit_xml([self])
+
+
+def junit_xml(reports: Iterable[Report]) -> str:
+    """JUnit XML, as a CI shows it: a <testsuites> of each report's suite."""
+    root = ET.Element("testsuites")
+    for report in reports:
+        root.append(report.junit_suite())
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def select_cells(spec: OpSpec, patterns: Iterable[str] | str | None) -> list[str]:
@@ -168,8 +366,15 @@ def cell_environment() -> Iterator[None]:
         yield
 
 
-def run_one(spec: OpSpec, cell: str, rng: np.random.Generator) -> CellResult:
-    """Run one cell (conformance.run_cell) and say how it went."""
+def run_one(spec: OpSpec, cell: str, rng: np.random.Generator, seed: int = 0) -> CellResult:
+    """Run one cell (conformance.run_cell) and say how it went, in how long
+    (`seed`: the seed rng was drawn from, recorded in the result)."""
+    start = time.perf_counter()
+    result = _run_one(spec, cell, rng)
+    return dataclasses.replace(result, seconds=time.perf_counter() - start, seed=seed)
+
+
+def _run_one(spec: OpSpec, cell: str, rng: np.random.Generator) -> CellResult:
     refuse = refusal(spec, cell)
     try:
         with cell_environment():
@@ -209,6 +414,7 @@ def check(spec: OpSpec, cells: Iterable[str] | str | None = None, seed: int = 0)
     if unknown:
         raise ValueError(f"{spec.name}: declared refusals name no cell: {unknown}")
     results = [
-        run_one(spec, cell, seeded_rng(seed, spec.name, cell)) for cell in select_cells(spec, cells)
+        run_one(spec, cell, seeded_rng(seed, spec.name, cell), seed)
+        for cell in select_cells(spec, cells)
     ]
     return Report(spec.name, tuple(results))
