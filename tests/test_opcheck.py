@@ -158,13 +158,13 @@ def test_check_reports_a_wrong_op_failed_with_its_error_in_ulps(declaration):
     assert not report.ok
     assert [r.cell for r in report.failed] == ["eager", "jvp"]
     eager = report["eager"].message
-    assert re.match(r"\[eager\] eager, output 0: \S+ ulps of float32 off at index", eager)
+    assert re.match(r"\[eager\] eager, output 0: off by \S+ ulps of float32 at index", eager)
     assert "eager  failed: [eager] eager, output 0: " in str(report)
     # A plain function has forward mode: the refusal declared for jvp did not
     # happen, and the cell compared its tangents.
     jvp = report["jvp"].message
     assert jvp.startswith("[jvp] not the declared refusal (TypeError): jit(jvp), tangent"), jvp
-    assert "ulps of float32 off" in jvp
+    assert "ulps of float32 at index" in jvp
 
 
 def test_check_refuses_a_selection_or_a_refusal_that_names_no_cell(declaration):
@@ -263,7 +263,9 @@ def test_recorded_inputs_replay_and_expected_failures_are_listed(tmp_path):
     # ... each with its error's first line, on a recorded input (linspace(-3, 3, 5)).
     eager = listed["opcheck[softplus][recorded-0][eager]"]
     recorded = r"\(x = (-3\.0|-1\.5|0\.0|1\.5|3\.0)\)"
-    assert re.match(rf"\[eager\] eager, output 0: .* ulps of float32 off at .* {recorded}", eager)
+    assert re.match(
+        rf"\[eager\] eager, output 0: off by .* ulps of float32 at .* {recorded}", eager
+    )
 
     # ... are expected failures in the next run (which passes).
     code, out = run()

@@ -146,6 +146,7 @@ def assert_close(
     scale=0.0,
     also=None,
     kinds=None,
+    details=None,
 ):
     """Each element of got within `ulps` of the oracle's want, and each
     non-finite one exactly the oracle's: NaN, +inf or -inf.
@@ -161,9 +162,15 @@ def assert_close(
     dtype: the op's result dtype; got's own unless given (pass it where got
     has been through another type, such as JSON's floats). platform: where
     got was computed; a JAX array's own, else the tests' default platform
-    (devices.py) unless given. A failure says, in its first line, `where` (what was compared: the
-    cell, the check, which output), the worst element's index and, from
-    inputs_at(index) where given, the inputs that produced it.
+    (devices.py) unless given.
+
+    A failure says, in its first line, `where` (what was compared: the cell,
+    the check, which output), how far the worst element is off and how far
+    it may be, both in ulps of the result's dtype (and of the accumulator's
+    where that is wider: a bfloat16 result's counts are float32's), its
+    index and, from inputs_at(index) where given, the inputs that produced
+    it; then, on lines of their own, what the tolerance is made of and
+    details(index) where given (the inputs' shapes and values).
     """
     if platform is None:
         platform = platform_of(got) if hasattr(got, "devices") else default_platform()
@@ -183,6 +190,7 @@ def assert_close(
                 scale=scale,
                 also=also,
                 kinds=kinds,
+                details=details,
             )
         return
     if not jnp.issubdtype(dtype, jnp.floating):  # indices, counts: exact
@@ -198,7 +206,7 @@ def assert_close(
     want = np.asarray(want, dtype=np.float64)
     prefix = f"{where}: " if where else ""
     assert got.shape == want.shape, f"{prefix}shape {got.shape} != expected {want.shape}"
-    _assert_same_nonfinite(got, want, prefix, inputs_at)
+    _assert_same_nonfinite(got, want, prefix, inputs_at, details)
     finite = np.isfinite(want)
     if not finite.any():
         return
@@ -244,26 +252,84 @@ def assert_close(
         times = float(np.max(error / bound(declared)))
         if times > PLATFORM_WORST.get(key, (-1.0, ""))[0]:
             PLATFORM_WORST[key] = (times, test)
-    widened = f", {widen:g}x on {platform} (PLATFORM_BITS)" if widen != 1.0 else ""
-    assert fraction[worst] <= 1.0, (
-        f"{prefix}{off:.3g} ulps of {dtype.name} off at {_at(worst, inputs_at)}, beyond the "
-        f"tolerance ({declared}{widened}): got {float(got[worst])!r}, want {float(want[worst])!r}"
-    )
+    if fraction[worst] <= 1.0:
+        return
+    allowed = float(bound(ulps)[worst])
+    also_here = float(np.where(finite, also, 0.0)[worst]) if also is not None else 0.0
+    zero_oracle = not np.any(want) and scale > 0
+    lines = [
+        f"{prefix}off by {_ulps(off)} of {dtype.name}"
+        + _in_accumulator(float(error[worst]), accumulator, dtype, at[worst])
+        + f" at {_at(worst, inputs_at)}; allowed {_ulps(allowed / spacing(dtype, at[worst]))}"
+        + f" of {dtype.name}: got {float(got[worst])!r}, want {float(want[worst])!r}",
+        "  tolerance: "
+        + _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest)
+        + (
+            f", or the ill-conditioned cell's allowance here, {also_here:.3g}, the larger"
+            if also_here >= allowed
+            else ""
+        ),
+    ]
+    if zero_oracle:
+        lines.append(
+            f"  the oracle is zero everywhere: ulps counted at the inputs' scale ({scale:.3g})"
+        )
+    lines += _details(details, worst)
+    raise AssertionError("\n".join(lines))
 
 
-def _assert_same_nonfinite(got, want, prefix, inputs_at):
+def _ulps(count: float) -> str:
+    """A count of ulps, as the messages say it: 0.828 ulp, 1 ulp, 106 ulps."""
+    return f"{count:.3g} ulp" + ("s" if count > 1 else "")
+
+
+def _in_accumulator(amount: float, accumulator, dtype, at: float) -> str:
+    """amount in ulps of the accumulator too, where the result's dtype is
+    narrower: a bfloat16 result's counts are float32's (see the docstring)."""
+    if accumulator == dtype:
+        return ""
+    return f" (= {_ulps(amount / spacing(accumulator, at))} of {accumulator.name}, the accumulator)"
+
+
+def _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest) -> str:
+    """What the tolerance is made of, in words: the declared counts, in ulps
+    of the accumulator, and the half ulps of half precision's roundings."""
+    times = f" x{widen:g} on {platform} (PLATFORM_BITS)" if widen != 1.0 else ""
+    terms = []
+    if declared.at_value:
+        terms.append(f"{_ulps(declared.at_value)} of {accumulator.name} at the value{times}")
+    if declared.at_scale:
+        terms.append(
+            f"{_ulps(declared.at_scale)} of {accumulator.name} at the largest |value| "
+            f"({largest:.3g}){times}"
+        )
+    if roundings:
+        what = "the result" if roundings == 1 else "the result and the oracle's each"
+        terms.append(f"1/2 ulp of {dtype.name} for rounding {what} to {dtype.name}")
+    return f"{declared} = " + (" + ".join(terms) or "exact")
+
+
+def _details(details, index) -> list[str]:
+    """The caller's lines on the inputs at an element (indented)."""
+    if details is None:
+        return []
+    return [f"  {line}" for line in details(tuple(int(i) for i in index)) if line]
+
+
+def _assert_same_nonfinite(got, want, prefix, inputs_at, details=None):
     """NaN where the oracle has NaN, and each infinity with the oracle's sign:
     no tolerance makes a NaN an inf, or -inf +inf (1/|x| is not 1/x at -0)."""
     both_nan = np.isnan(got) & np.isnan(want)
     differs = (~np.isfinite(got) | ~np.isfinite(want)) & ~both_nan & (got != want)
     if differs.any():
         first = tuple(int(i) for i in np.argwhere(differs)[0])
-        raise AssertionError(
+        line = (
             f"{prefix}got {float(got[first])!r}, want {float(want[first])!r} at "
             f"{_at(first, inputs_at)} "
             f"({int(differs.sum())} such element(s)): a non-finite value must be the "
             "oracle's exactly (NaN, +inf or -inf)"
         )
+        raise AssertionError("\n".join([line, *_details(details, first)]))
 
 
 def _at(index, inputs_at):
@@ -271,3 +337,40 @@ def _at(index, inputs_at):
     index = tuple(int(i) for i in index)
     said = inputs_at(index) if inputs_at is not None else ""
     return f"index {index}" + (f" ({said})" if said else "")
+
+
+SMALL = 16  # an array of at most this many elements is printed whole in a message
+
+
+def summary(name: str, value, fixed=None) -> str:
+    """One input, as a failure message shows it: its dtype and shape, and its
+    values where it has at most SMALL elements; else, where `fixed` (a tuple
+    with an index or None for each of its axes) picks a slice of at most
+    SMALL, that slice (the row holding the worst element, say); else its
+    smallest and largest values."""
+    array = np.asarray(value)
+    head = f"{name}: {array.dtype.name}{list(array.shape)}"
+    if array.size <= SMALL:
+        return f"{head} = {_values(array)}"
+    if fixed is not None and len(fixed) == array.ndim:
+        part = array[tuple(slice(None) if i is None else i for i in fixed)]
+        where = ", ".join(":" if i is None else str(i) for i in fixed)
+        if part.size <= SMALL:
+            return f"{head}, {name}[{where}] = {_values(part)}"
+    if array.dtype.kind not in "biuf" and not jnp.issubdtype(array.dtype, jnp.floating):
+        return head
+    values = np.asarray(array, np.float64)
+    finite = values[np.isfinite(values)]
+    said = f"{head}, min {finite.min():.6g}, max {finite.max():.6g}" if finite.size else head
+    nonfinite = values.size - finite.size
+    return said + (f", {nonfinite} non-finite" if nonfinite else "")
+
+
+def _values(array) -> str:
+    """An array's values on one line, each exactly (its dtype's shortest
+    repr: a bfloat16's in float32, which holds it exactly)."""
+    if jnp.issubdtype(array.dtype, jnp.floating) and array.dtype.itemsize < 4:
+        array = array.astype(np.float32)
+    if array.ndim == 0:
+        return str(array[()])
+    return "[" + ", ".join(_values(part) for part in array) + "]"
