@@ -8,12 +8,15 @@ A declaration file names where the user's code looks its op up:
     INTERCEPT = {"softplus": "mypkg.ops:softplus", "gelu": "mypkg.ops:gelu"}
 
 With --opcheck-record, that attribute is replaced for the run by a wrapper
-that calls the op and keeps the arguments of the first KEEP calls of
-distinct shapes and dtypes whose arguments are all concrete arrays (a call
-under a trace has tracers: it is not kept). At the end of the run they are
-written beside the declaration, `<stem>.recorded.npz`; a run that finds
-that file replays each recording through a few cells, the spec's axis sizes
-read from the recorded shapes and each argument's values the recorded ones.
+that calls the op and keeps the arguments of its calls whose arguments are
+all concrete arrays (a call under a trace has tracers: it is not kept):
+each test's first KEEP_PER_TEST calls, leaving out a call whose arguments
+equal (shapes, dtypes and values) those of one kept, and at most KEEP in
+all. At the end of the run they are written beside the declaration,
+`<stem>.recorded.npz`, each with the test that made the call; a run that
+finds that file replays each recording through a few cells, the spec's axis
+sizes read from the recorded shapes and each argument's values the recorded
+ones.
 
 The plugin reads INTERCEPT from the file's text (a literal), not by
 importing it: the wrapper must be in place before the user's tests, and the
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import importlib
 import json
 from collections import Counter
@@ -37,7 +41,8 @@ import numpy as np
 
 from .conformance import Arg, OpSpec
 
-KEEP = 8  # distinct (shape, dtype) signatures recorded per op
+KEEP_PER_TEST = 4  # calls kept of each test, each with other arguments than those kept
+KEEP = 32  # calls kept per op, in all
 NAME = "INTERCEPT"
 RECORDED = ".recorded.npz"  # <declaration stem> + this
 FAILURES = "opcheck_failures.json"  # beside the declarations: {item name: reason}
@@ -96,7 +101,8 @@ class Recorder:
         self.calls = 0
         self.skipped: Counter[str] = Counter()
         self.kept: list[Recording] = []
-        self.signatures: set[tuple[tuple[tuple[int, ...], str], ...]] = set()
+        self.seen: set[tuple[Any, ...]] = set()  # the kept calls' arguments: _identity
+        self.per_test: Counter[str] = Counter()
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -120,7 +126,15 @@ class Recorder:
         except Exception as error:  # not addressable from this process, say
             self.skipped[f"not readable ({type(error).__name__})"] += 1
             return
-        self.signatures.add(_signature(args))
+        identity = _identity(args, values)
+        if identity in self.seen:
+            self.skipped["the same arguments as a call kept"] += 1
+            return
+        if self.per_test[Recorder.current] >= KEEP_PER_TEST:
+            self.skipped[f"beyond the first {KEEP_PER_TEST} of a test"] += 1
+            return
+        self.seen.add(identity)
+        self.per_test[Recorder.current] += 1
         dtypes = tuple(str(a.dtype) for a in args)
         self.kept.append(Recording(self.op, self.target, Recorder.current, values, dtypes))
 
@@ -131,10 +145,8 @@ class Recorder:
             return "traced (under jit, grad, vmap...)"
         if not all(isinstance(a, (np.ndarray, np.generic, jax.Array)) for a in args):
             return "an argument not an array"
-        if _signature(args) in self.signatures:
-            return "shapes and dtypes already kept"
         if len(self.kept) >= KEEP:
-            return f"beyond the first {KEEP} signatures"
+            return f"beyond the first {KEEP} in all"
         return ""
 
     def summary(self) -> str:
@@ -144,8 +156,12 @@ class Recorder:
         return line
 
 
-def _signature(args: tuple[Any, ...]) -> tuple[tuple[tuple[int, ...], str], ...]:
-    return tuple((tuple(np.shape(a)), str(a.dtype)) for a in args)
+def _identity(args: tuple[Any, ...], values: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
+    """What makes two calls the same: each argument's shape, dtype and bytes."""
+    return tuple(
+        (np.shape(a), str(a.dtype), hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
+        for a, v in zip(args, values, strict=True)
+    )
 
 
 def _host(a: Any) -> np.ndarray:

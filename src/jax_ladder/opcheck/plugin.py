@@ -7,13 +7,23 @@ inert until a run names a declaration file: in pytest's configuration,
     [tool.pytest.ini_options]
     opcheck_specs = ["tests/softplus_spec.py"]
 
-or on the command line, `--opcheck tests/softplus_spec.py`. Each OpSpec at
-the top level of a named file (or only NAME, for `path.py::NAME`) gives
-the items `opcheck[<op name>][<cell>]`, collected with that file (it must
-lie where pytest collects: under `testpaths`, say; the summary names one
-not collected), and `opcheck[<op name>][refusals]`, which fails where a
-declared refusal names no cell. `opcheck_cells` (ini) or `--opcheck-cells "eager,jit,grad-*"`
-selects cells by name or glob; -k works as on any test.
+or on the command line, `--opcheck tests/softplus_spec.py`, which names the
+run's declarations instead of opcheck_specs. Each OpSpec at the top level of
+a named file (or only NAME, for `path.py::NAME`) gives the items
+`opcheck[<op name>][<cell>]`, collected with that file (it must lie where
+pytest collects: under `testpaths`, say; the summary names one not
+collected), and `opcheck[<op name>][refusals]`, which fails where a declared
+refusal names no cell. A file that fails to import, or declares no OpSpec,
+gives one failed item (`opcheck[import]`, `opcheck[declaration]`), and the
+rest of the suite runs. `opcheck_cells` (ini) or `--opcheck-cells
+"eager,jit,grad-*"` selects cells by name or glob; -k works as on any test.
+
+A cell draws its inputs as `check(spec, cells=cell, seed=S)` does
+(report.seeded_rng(S, op name, cell)), S from `--opcheck-seed` (0);
+`--opcheck-seeds N` runs each cell with S..S+N-1, as the items
+`<name>[seed-<s>]`. A failed cell shows its error's first line (which
+names the cell), its seed and the commands that rerun it alone (pytest, and
+check()); `--opcheck-tracebacks` or `--tb=long` shows the whole traceback.
 
 Where a declaration names where the suite looks its op up (`INTERCEPT =
 "mypkg.ops:softplus"`), `--opcheck-record` records the arguments of the op's
@@ -21,10 +31,11 @@ calls while the suite runs and writes them beside the declaration
 (`<stem>.recorded.npz`); a run that finds that file also makes the items
 `opcheck[<op name>][recorded-<i>][<cell>]`, each recording through the
 cells `opcheck_replay_cells` / `--opcheck-replay-cells` select (default:
-those that run at any size). An item listed in `opcheck_failures.json`
-beside the declaration ({item name: reason}) is an expected failure
-(xfail, strict); `--opcheck-write-failures` runs them all unmarked and
-writes the run's failures there (intercept.py).
+those that run at any size); a failure names the test that made the call.
+An item listed in `opcheck_failures.json` beside the declaration ({item
+name: reason}) is an expected failure (xfail, strict);
+`--opcheck-write-failures` runs them all unmarked and writes the run's
+failures there (intercept.py).
 
 Where it is active, before JAX starts (before the conftest files load, when
 the plugin is installed or named with -p), it sets 8 simulated CPU devices
@@ -398,26 +409,16 @@ class Declarations(pytest.Module):
             # One failed item, not a stopped session: the suite's own tests run.
             why = str(error) if isinstance(error, self.CollectError) else _user_traceback(error)
             return [Broken.from_parent(self, name="opcheck[import]", why=why)]
-        from .conformance import OpSpec
-
         found = list(super().collect())
-        if self.names:
-            missing = [n for n in self.names if not isinstance(module.get(n), OpSpec)]
-            if missing:
-                why = f"{self.path.name} has no OpSpec named {missing}"
-                return [*found, Broken.from_parent(self, name="opcheck[declaration]", why=why)]
-            specs = {n: module[n] for n in self.names}
-        else:
-            specs = {}
-            for name, value in module.items():
-                if isinstance(value, OpSpec) and all(value is not s for s in specs.values()):
-                    specs[name] = value
-            if not specs:
-                why = f"{self.path.name} declares no OpSpec"
-                return [*found, Broken.from_parent(self, name="opcheck[declaration]", why=why)]
-        for variable, spec in specs.items():
+        try:
+            specs = specs_in(module, self.names, self.path.name)
+        except ValueError as error:
+            return [*found, Broken.from_parent(self, name="opcheck[declaration]", why=str(error))]
+        # Each spec's name in the module, for the check() call a failure shows.
+        variables = self.names or [next(n for n, v in module.items() if v is s) for s in specs]
+        for variable, spec in zip(variables, specs, strict=True):
             found += list(cells_of(self, spec, variable))
-        found += list(self.replays(list(specs.values()), module))
+        found += list(self.replays(specs, module))
         self.expect_failures(found)
         return found
 
@@ -565,18 +566,14 @@ class Cell(pytest.Item):
                 return shown
             return "\n".join(filter(None, [str(shown), footer]))
         lines = (str(error) or type(error).__name__).splitlines() or [type(error).__name__]
-        first = lines[0]
-        if not isinstance(error, AssertionError):
-            first = f"{type(error).__name__}: {first}"
-            if not first.startswith(f"[{self.cell}]") and not isinstance(self, Broken):
-                first = f"[{self.cell}] {self.refusal_note(error)}{first}"
-        elif not isinstance(self, Broken) and not first.startswith(f"[{self.cell}]"):
-            first = f"[{self.cell}] {first}"  # a refusal's message that did not match
         if isinstance(self, Broken):
             return "\n".join(lines)  # why it broke, whole (an import error's traceback)
-        more = len(lines) - 1
-        if more:
-            first += f"  (+{more} line(s): --opcheck-tracebacks)"
+        # As check() words it (report.run_one): "[cell] ...", the error's type
+        # where it is not a comparison, and a declared refusal that did not happen.
+        first = lines[0].removeprefix(f"[{self.cell}] ")
+        if not isinstance(error, AssertionError):
+            first = f"{type(error).__name__}: {first}"
+        first = f"[{self.cell}] {self.refusal_note(error)}{first}"
         return "\n".join(filter(None, [first, footer]))
 
     def refusal_note(self, error: BaseException) -> str:
@@ -584,7 +581,7 @@ class Cell(pytest.Item):
 
         refuse = refusal(self.spec, self.cell)
         if refuse is None or isinstance(error, pytest.fail.Exception):
-            return ""
+            return ""  # none declared, or pytest.raises' DID NOT RAISE, which says so
         names = refuse.error if isinstance(refuse.error, tuple) else (refuse.error,)
         return f"not the declared refusal ({' or '.join(e.__name__ for e in names)}): "
 
