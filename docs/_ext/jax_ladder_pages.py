@@ -711,6 +711,22 @@ CLI_EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("jax-ladder locate shard_map", "where a concept lives in the installed JAX"),
         ("jax-ladder locate custom_partitioning --repo ~/src/jax", "and in a JAX checkout"),
     ),
+    "opcheck": (
+        ("jax-ladder opcheck tests/softplus_spec.py", "every op the declaration file declares"),
+        (
+            "jax-ladder opcheck tests/softplus_spec.py::SPEC --cells 'eager,jit,grad-*' --seed 3",
+            "one op, a few cells, another seed",
+        ),
+        (
+            "jax-ladder opcheck tests/softplus_spec.py --json report.json --junit junit.xml",
+            "the reports as data, and for a CI's test view",
+        ),
+        (
+            "jax-ladder opcheck mypkg.ops:rms_norm --signature 'x[b,n], w[n] -> [b,n]'",
+            "no declaration: the op against itself in float64",
+        ),
+        ("jax-ladder opcheck tests/softplus_spec.py --list", "the cells' names"),
+    ),
 }
 
 

@@ -1,4 +1,5 @@
-"""The `jax-ladder` command: list, new, demo, update, recommend, doctor, locate.
+"""The `jax-ladder` command: list, new, demo, update, recommend, doctor, locate,
+opcheck.
 
 This module wires the parser and turns errors into exit statuses; each command
 is a module of `jax_ladder.commands` (its `add_parser` and its `run`).
@@ -11,7 +12,7 @@ import sys
 from types import ModuleType
 
 from jax_ladder import __version__
-from jax_ladder.commands import demo, doctor, locate, new, recommend, update
+from jax_ladder.commands import demo, doctor, locate, new, opcheck, recommend, update
 from jax_ladder.commands import list as list_
 from jax_ladder.commands._common import Parser
 from jax_ladder.options import UsageError
@@ -26,6 +27,7 @@ COMMANDS: dict[str, ModuleType] = {
     "recommend": recommend,
     "doctor": doctor,
     "locate": locate,
+    "opcheck": opcheck,
 }
 
 

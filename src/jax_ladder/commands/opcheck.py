@@ -1,0 +1,394 @@
+"""`jax-ladder opcheck DECLARATION`: an op's conformance matrix
+(jax_ladder.opcheck.check), from the command line.
+
+DECLARATION is a declaration file (every OpSpec at its top level, found as
+the pytest plugin finds them: plugin.specs_in), FILE.py::NAME (that one), or
+MODULE:ATTR with --signature, an importable function that has no
+declaration: its reference is the op itself, and its oracle the op run in
+float64 on the CPU (a self-consistency check, which the report says).
+
+Prints, per op, its counts, its failures grouped by likely cause (the
+report's failure_groups) with the command that reruns each, and the time;
+--json and --junit write the reports as data. Exit status 0 where no cell
+failed, 1 where one did, 2 for a usage or declaration error (one line).
+
+JAX is imported when the command runs, not with the CLI: first the plugin's
+8 simulated CPU devices are set (the sharding cells need 4), where nothing
+chose a count.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+import shlex
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jax_ladder.commands._common import Args, Subparsers
+from jax_ladder.options import UsageError
+
+if TYPE_CHECKING:
+    from jax_ladder.opcheck.conformance import OpSpec
+    from jax_ladder.opcheck.report import Report
+
+SELF_ORACLE = "the op itself in float64 — a self-consistency check, not an independent oracle"
+# --signature's defaults, where no declaration gives them: each named axis a
+# distinct multiple of 4 (a mesh of 4 splits it; distinct sizes catch a
+# transposed axis), in the order the signature names them.
+DEFAULT_SIZES = (8, 12, 16, 20, 24, 28, 32)
+# In ulps of float32: at each value, and at the output's largest value for
+# sums whose terms cancel (compare.py).
+DEFAULT_TOLERANCE = (4.0, 4.0)
+DEFAULT_GRADIENT_TOLERANCE = (8.0, 8.0)
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "opcheck",
+        help="run an op's conformance matrix (jax_ladder.opcheck) and report each cell",
+        description="Run the conformance matrix of each op DECLARATION declares: FILE.py "
+        "(every OpSpec at its top level), FILE.py::NAME (that one), or MODULE:ATTR with "
+        "--signature (an importable function, checked against itself in float64). "
+        "Exit status 0 where no cell failed, 1 where one did, 2 for a usage or "
+        "declaration error.",
+    )
+    p.add_argument(
+        "declaration",
+        metavar="DECLARATION",
+        help="FILE.py, FILE.py::NAME, or MODULE:ATTR (with --signature)",
+    )
+    p.add_argument(
+        "--signature",
+        metavar="SIG",
+        help="for MODULE:ATTR: its arguments' and outputs' named axes, \"x[b,n], w[n] -> [b,n]\"",
+    )
+    p.add_argument(
+        "--sizes",
+        metavar="AXIS=N,...",
+        help="with --signature: the axes' sizes (default: 8, 12, 16, ... in the order named)",
+    )
+    p.add_argument(
+        "--cells",
+        metavar="GLOBS",
+        help='the cells to run, comma-separated names or globs ("eager,jit,grad-*"); default all',
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seeds each cell's inputs (default 0)"
+    )
+    p.add_argument("--json", metavar="PATH", help="write the reports as JSON to PATH (- : stdout)")
+    p.add_argument("--junit", metavar="PATH", help="write the reports as JUnit XML to PATH")
+    p.add_argument("--list", action="store_true", help="print the cells' names; run nothing")
+
+
+@dataclass
+class Target:
+    """One op to check: its declaration, how to name it again on the
+    command line (`again`: DECLARATION and its options), and the oracle's
+    caveat where there is one."""
+
+    spec: OpSpec
+    again: list[str]
+    oracle: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def rerun(self, cells: list[str], seed: int) -> str:
+        words = ["jax-ladder", "opcheck", *self.again, "--cells", ",".join(cells)]
+        return shlex.join([*words, "--seed", str(seed)])
+
+
+def run(args: Args) -> int:
+    if args.json and args.junit and args.json == args.junit and args.json != "-":
+        raise UsageError("--json and --junit name the same file")
+    is_module = _is_module_target(args.declaration)
+    if args.signature is None and is_module:
+        raise UsageError(
+            f"{args.declaration}: a MODULE:ATTR needs --signature (its axes), e.g. "
+            '--signature "x[b,n], w[n] -> [b,n]"'
+        )
+    if args.signature is not None and not is_module:
+        raise UsageError("--signature is for a MODULE:ATTR, not a declaration file")
+    if args.sizes is not None and args.signature is None:
+        raise UsageError("--sizes is for --signature (a declaration file sets its own sizes)")
+    patterns = [p.strip() for p in args.cells.split(",") if p.strip()] if args.cells else None
+    if args.cells is not None and not patterns:
+        raise UsageError("--cells names no cell")
+
+    from jax_ladder.opcheck.plugin import simulate_cpu_devices
+
+    simulate_cpu_devices()  # before JAX starts: the declaration's import starts it
+    targets = _signature_target(args) if is_module else _file_targets(args.declaration)
+
+    from jax_ladder.opcheck.report import check, junit_xml, select_cells
+
+    if args.list:
+        for target in targets:
+            if len(targets) > 1:
+                print(f"{target.spec.name}:")
+            for cell in _selected(select_cells, target.spec, patterns):
+                print(f"  {cell}" if len(targets) > 1 else cell)
+        return 0
+
+    out = sys.stderr if args.json == "-" else sys.stdout
+    reports: list[Report] = []
+    for target in targets:
+        cells = _selected(select_cells, target.spec, patterns)
+        print(f"{target.spec.name}: running {len(cells)} cells (seed {args.seed})", file=out)
+        for note in target.notes:
+            print(f"  {note}", file=out, flush=True)
+        try:
+            report = check(target.spec, cells=cells, seed=args.seed)
+        except ValueError as error:  # a declared refusal that names no cell
+            raise UsageError(_one_line(str(error))) from None
+        reports.append(report)
+        print("\n".join(_text(target, report, args.seed)), file=out, flush=True)
+    total = sum(r.seconds for r in reports)
+    failed = sum(len(r.failed) for r in reports)
+    count = sum(len(r) for r in reports)
+    verdict = f"{failed} failed" if failed else "none failed"
+    print(f"{len(reports)} op(s), {count} cells: {verdict}; {total:.1f} s", file=out)
+    if args.json:
+        data = _json(targets, reports, args.seed)
+        text = json.dumps(data, indent=2) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            _write(args.json, text, "--json")
+    if args.junit:
+        _write(args.junit, junit_xml(reports), "--junit")
+    return 1 if failed else 0
+
+
+def _selected(select_cells: Any, spec: OpSpec, patterns: list[str] | None) -> list[str]:
+    try:
+        cells: list[str] = select_cells(spec, patterns)
+    except ValueError as error:  # a pattern that names no cell
+        raise UsageError(_one_line(str(error))) from None
+    return cells
+
+
+def _text(target: Target, report: Report, seed: int) -> list[str]:
+    """The op's summary: its counts and time, the oracle's caveat, each skip's
+    reason once, and its failures grouped by likely cause, each group with
+    the commands that rerun it."""
+    from jax_ladder.opcheck.report import format_failures
+
+    lines = [f"{report.name}: {len(report)} cells: {report.counts()} ({report.seconds:.1f} s)"]
+    if target.oracle:
+        lines.append(f"  oracle: {target.oracle}")
+    for why in dict.fromkeys(r.line for r in report.skipped):
+        skipped = [r.cell for r in report.skipped if r.line == why]
+        lines.append(f"  {len(skipped)} skipped ({', '.join(skipped[:4])}…): {why}")
+    groups = report.failure_groups()
+    if groups:
+        lines.append(f"  failed, by likely cause ({len(groups)}):")
+        lines += format_failures(groups, lambda cells: target.rerun(cells, seed), indent="    ")
+    return lines
+
+
+def _json(targets: list[Target], reports: list[Report], seed: int) -> dict[str, Any]:
+    ops = []
+    for target, report in zip(targets, reports, strict=True):
+        data = report.to_dict()
+        data["declaration"] = " ".join(target.again)
+        data["oracle"] = target.oracle or "declared"
+        for cell in data["cells"]:
+            if cell["outcome"] == "failed":
+                cell["rerun"] = target.rerun([cell["cell"]], seed)
+        ops.append(data)
+    totals = {"ops": len(reports), "cells": sum(len(r) for r in reports)}
+    for outcome in ("passed", "refused", "failed", "skipped"):
+        totals[outcome] = sum(op["totals"][outcome] for op in ops)
+    return {
+        "ok": all(r.ok for r in reports),
+        "seed": seed,
+        "seconds": round(sum(r.seconds for r in reports), 6),
+        "totals": totals,
+        "ops": ops,
+    }
+
+
+def _write(path: str, text: str, option: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as error:
+        raise UsageError(f"{option}: cannot write {path}: {error.strerror}") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- Declarations ---------------------------------------------------------------
+def _is_module_target(text: str) -> bool:
+    """MODULE:ATTR (dotted names around one colon), not FILE.py[::NAME] nor a
+    Windows path."""
+    return re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", text) is not None
+
+
+def _file_targets(text: str) -> list[Target]:
+    """Each OpSpec of the file (or the one NAME), as the plugin finds them."""
+    from jax_ladder.opcheck.plugin import specs_in
+
+    where, _, name = text.partition("::")
+    path = Path(where)
+    if not path.is_file():
+        raise UsageError(f"{where}: no such declaration file")
+    namespace = _import_file(path)
+    try:
+        specs = specs_in(namespace, [name] if name else [], path.name)
+    except ValueError as error:
+        raise UsageError(_one_line(str(error))) from None
+    targets = []
+    for spec in specs:
+        bound = name or next(k for k, v in namespace.items() if v is spec)
+        targets.append(Target(spec, [f"{where}::{bound}"]))
+    return targets
+
+
+def _import_file(path: Path) -> dict[str, Any]:
+    """The declaration module's namespace, imported as pytest's default
+    import mode would: its folder first on sys.path, so that it imports its
+    neighbours. A failure is a UsageError naming the error and where."""
+    path = path.resolve()
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = path.stem if path.stem not in sys.modules else f"_opcheck_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{path.name}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as error:
+        del sys.modules[name]
+        raise UsageError(
+            f"{path.name}: the declaration failed to import: {_error_at(error, path)}"
+        ) from None
+    return vars(module)
+
+
+def _error_at(error: BaseException, path: Path | None = None) -> str:
+    """`Type: message (file, line N)`, one line, at the deepest frame in
+    `path` (else the deepest of all)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if isinstance(error, SyntaxError) and error.lineno:
+        where = f" ({Path(error.filename or '?').name}, line {error.lineno})"
+        return f"SyntaxError: {_one_line(error.msg)}{where}"
+    mine = [f for f in frames if path is not None and Path(f.filename) == path] or frames
+    where = f" ({Path(mine[-1].filename).name}, line {mine[-1].lineno})" if mine else ""
+    message = _one_line(str(error))
+    return f"{type(error).__name__}{': ' + message if message else ''}{where}"
+
+
+def _signature_target(args: Args) -> list[Target]:
+    """MODULE:ATTR with --signature: the function checked against itself in
+    float64 on the CPU (reference = op, no oracle), at default sizes and
+    tolerances, which the notes say."""
+    from jax_ladder.opcheck.compare import Ulps
+    from jax_ladder.opcheck.conformance import OpSpec
+
+    module_name, _, attr = args.declaration.partition(":")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: the current folder's modules
+    try:
+        owner: Any = importlib.import_module(module_name)
+        op = owner
+        for part in attr.split("."):
+            op = getattr(op, part)
+    except (Exception, SystemExit) as error:
+        raise UsageError(f"{args.declaration}: cannot import it: {_error_at(error)}") from None
+    if not callable(op):
+        raise UsageError(f"{args.declaration}: not a function ({type(op).__name__})")
+    axes_args, outputs = _parse_signature(args.signature)
+    named = list(dict.fromkeys(a for _, axes in axes_args for a in axes if a != "..."))
+    sizes = dict(zip(named, DEFAULT_SIZES, strict=False))
+    if len(named) > len(DEFAULT_SIZES):
+        raise UsageError(f"--signature: more than {len(DEFAULT_SIZES)} axes; give --sizes")
+    sizes.update(_parse_sizes(args.sizes, named) if args.sizes else {})
+    try:
+        spec = OpSpec(
+            name=args.declaration,
+            op=op,
+            reference=op,
+            oracle=None,
+            args=_args(axes_args),
+            outputs=outputs,
+            sizes=sizes,
+            tolerance=Ulps(*DEFAULT_TOLERANCE),
+            gradient_tolerance=Ulps(*DEFAULT_GRADIENT_TOLERANCE),
+        )
+    except (ValueError, TypeError, AssertionError) as error:
+        raise UsageError(f"--signature: {_one_line(str(error))}") from None
+    shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    again = [args.declaration, "--signature", args.signature, "--sizes", shown.replace(" ", "")]
+    notes = [
+        f"sizes {shown} (--sizes to change them); tolerance "
+        f"Ulps{DEFAULT_TOLERANCE}, gradients Ulps{DEFAULT_GRADIENT_TOLERANCE} "
+        "(defaults: a declaration file sets its own)"
+    ]
+    return [Target(spec, again, SELF_ORACLE, notes)]
+
+
+def _parse_sizes(text: str, named: list[str]) -> dict[str, int]:
+    sizes = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        axis, equals, value = part.partition("=")
+        axis = axis.strip()
+        if not equals or not value.strip().isdigit() or int(value) < 1:
+            raise UsageError(f"--sizes: {part!r} is not AXIS=N (N a positive whole number)")
+        if axis not in named and axis != "...":
+            raise UsageError(f"--sizes: the signature has no axis {axis!r} (it has {named})")
+        sizes[axis] = int(value)
+    return sizes
+
+
+# --- The short signature language, until OpSpec(signature=...) reads it ----------
+_ARG = re.compile(r"\s*([A-Za-z_]\w*)\s*\[([^\]]*)\]\s*")
+_OUT = re.compile(r"\s*(?:[A-Za-z_]\w*\s*)?\[([^\]]*)\]\s*")
+
+
+def _parse_signature(text: str) -> tuple[list[tuple[str, tuple[str, ...]]], tuple[Any, ...]]:
+    """PRIVATE, temporary: "x[b,n], w[n] -> [b,n]" as [(arg, axes)] and the
+    outputs' axes. The shared parser (OpSpec's signature=) replaces it."""
+    inputs, arrow, outputs = text.partition("->")
+    if not arrow:
+        raise UsageError(f"--signature {text!r}: no '->' between the arguments and the outputs")
+
+    def items(side: str, pattern: re.Pattern[str], what: str) -> list[re.Match[str]]:
+        found, position = [], 0
+        while True:
+            match = pattern.match(side, position)
+            if match is None:
+                raise UsageError(f"--signature {text!r}: expected {what} at {side[position:]!r}")
+            found.append(match)
+            position = match.end()
+            if position == len(side):
+                return found
+            if side[position] != ",":
+                raise UsageError(f"--signature {text!r}: expected ',' at {side[position:]!r}")
+            position += 1
+
+    def axes(body: str) -> tuple[str, ...]:
+        names = tuple(a.strip() for a in body.split(",") if a.strip())
+        bad = [a for a in names if not re.fullmatch(r"[A-Za-z_]\w*", a)]
+        if bad:
+            raise UsageError(f"--signature {text!r}: {bad[0]!r} is not an axis name")
+        return names
+
+    args = [(m[1], axes(m[2])) for m in items(inputs, _ARG, "an argument, name[axes]")]
+    outs = tuple(axes(m[1]) for m in items(outputs, _OUT, "an output, [axes]"))
+    return args, outs
+
+
+def _args(parsed: list[tuple[str, tuple[str, ...]]]) -> tuple[Any, ...]:
+    from jax_ladder.opcheck.conformance import Arg
+
+    return tuple(Arg(name, axes) for name, axes in parsed)
