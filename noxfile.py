@@ -10,7 +10,7 @@ A new user starts with the README's two commands (`./scripts/demo`,
     nox -s bake -- pallas --set backend=triton   # one rung, its own tests
     nox -s mutants -- templates/pallas --set backend=triton
     nox -s pages                         # the reference pages' checks
-    nox -s readme                        # refresh the README's sample outputs
+    nox -s readme                        # refresh the sample outputs (README, docs/using.md)
     nox -s docs                          # the kit's site, into docs/_build/html
 """
 
@@ -26,16 +26,19 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 PYTHON = "3.12"
 ROOT = Path(__file__).parent
-# The build requirements first: the kit builds without isolation (its FFI
-# example compiles against this environment's jax and nanobind).
+# The build requirements first: the kit builds without isolation, so that the
+# sessions that run its tests can switch on its compiled FFI examples, which
+# compile against this environment's jax and nanobind (CMakeLists.txt; a plain
+# `pip install .` compiles nothing).
 BUILD_REQUIRES = ("scikit-build-core>=0.11", "nanobind>=2.4")
+FFI_EXAMPLES_ON = ("-Ccmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=ON", "-Cwheel.platlib=true")
 
 
-def _install_kit(session: nox.Session, *extras: str) -> None:
+def _install_kit(session: nox.Session, *extras: str, ffi_examples: bool = False) -> None:
     jax_spec = _jax_spec()
     session.install(*BUILD_REQUIRES, f"jax{jax_spec}")
     target = f".[{','.join(extras)}]" if extras else "."
-    session.install("--no-build-isolation", target)
+    session.install("--no-build-isolation", target, *(FFI_EXAMPLES_ON if ffi_examples else ()))
 
 
 def _jax_spec() -> str:
@@ -47,8 +50,8 @@ def _jax_spec() -> str:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The kit's whole suite, as ./scripts/test runs it."""
-    _install_kit(session, "test")
+    """The kit's whole suite, as ./scripts/test runs it (the compiled FFI examples on)."""
+    _install_kit(session, "test", ffi_examples=True)
     session.run("pytest", *session.posargs)
 
 

@@ -78,11 +78,18 @@ pip_install() {
     # Drop pip's warnings about index locations configured on some machines.
     "$VENV/bin/python" -m pip install --quiet "$@" 2> >(grep -v "is neither a file nor a directory" >&2)
 }
-# Without build isolation the build requirements must be present first: the
-# kit compiles its FFI example against this environment's jax and nanobind.
+# The kit's own tests exercise compiled FFI code: examples/ffi's and
+# examples/ladder's C++, which a plain `pip install .` leaves out (it compiles
+# nothing; CMakeLists.txt says why). Here they are switched on, built without
+# build isolation against this environment's jax and nanobind, so those must be
+# present first; wheel.platlib=true tags that wheel for its platform.
 pip_install "scikit-build-core>=0.11" "nanobind>=2.4" "jax>=0.10,<0.13"
+FFI_EXAMPLES="${KIT_BUILD_FFI_EXAMPLES:-ON}"
+BUILD_SETTINGS=("-Ccmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=$FFI_EXAMPLES")
+if [ "$FFI_EXAMPLES" = ON ]; then
+    BUILD_SETTINGS+=("-Cwheel.platlib=true")
+fi
 # The test tools (sphinx, mypy, playwright, ...) only where the caller runs
 # the kit's tests: scripts/demo sets KIT_EXTRAS="" and KIT_BUILD_FFI_EXAMPLES=OFF
 # (a first look needs neither the tools nor the kit's compiled examples).
-pip_install --no-build-isolation "$ROOT${KIT_EXTRAS-[test]}" \
-    "-Ccmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=${KIT_BUILD_FFI_EXAMPLES:-ON}"
+pip_install --no-build-isolation "$ROOT${KIT_EXTRAS-[test]}" "${BUILD_SETTINGS[@]}"

@@ -1,11 +1,19 @@
-"""What the kit ships: a licence in the wheel and sdist, and an sdist that holds
-the templates but nothing from a local environment or build."""
+"""What the kit ships: a licence in the wheel and sdist, an sdist that holds
+the templates but nothing from a local environment or build, and a default
+install that compiles nothing (a pure wheel; the compiled FFI examples are the
+tests' opt-in, CMakeLists.txt)."""
 
+import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import venv
 from importlib import metadata
+from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 
@@ -30,3 +38,63 @@ def test_sdist_has_the_licence_and_templates_and_no_local_environment(tmp_path):
     assert any(n.startswith("examples/ffi/csrc/") for n in names)
     leaked = [n for n in names if n.startswith((".venv", "build/")) or "/.venv/" in n]
     assert leaked == [], leaked[:10]
+
+
+# A C or C++ compiler's command (cc, c++, gcc-12, x86_64-linux-gnu-g++, clang++-18, cpp).
+COMPILER = re.compile(r"(^|-)(cc|c\+\+|gcc|g\+\+|clang|clang\+\+|cpp)(-[\d.]+)?$")
+
+
+def path_without_compilers(folder: Path) -> str:
+    """One folder for PATH: a link to every command on this PATH but the compilers."""
+    folder.mkdir()
+    for directory in map(Path, os.environ["PATH"].split(os.pathsep)):
+        if not directory.is_dir():
+            continue
+        for command in directory.iterdir():
+            link = folder / command.name
+            if COMPILER.search(command.name) or link.is_symlink():
+                continue  # a compiler, or a command an earlier folder of PATH has
+            if command.is_file() and os.access(command, os.X_OK):
+                link.symlink_to(command)
+    return str(folder)
+
+
+@pytest.mark.slow
+def test_a_default_install_from_a_clone_needs_no_compiler(tmp_path):
+    """`pip install .` from a clone, into an empty environment, with no compiler
+    reachable (CC and CXX /bin/false, none on PATH): the build compiles nothing, its
+    wheel is pure, and the installed `jax-ladder` runs."""
+    kit = tmp_path / "jax-ladder"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    for name in filter(None, tracked.split("\0")):  # what a clone holds, edits included
+        if (REPO / name).is_file():
+            (kit / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, kit / name)
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    path = os.pathsep.join([str(bin_dir), path_without_compilers(tmp_path / "commands")])
+    assert [c for c in ("cc", "c++", "gcc", "g++") if shutil.which(c, path=path)] == []
+    env = {**os.environ, "CC": "/bin/false", "CXX": "/bin/false", "PATH": path}
+    env.pop("PYTHONPATH", None)  # nothing of the kit's environment
+
+    def run(*command):
+        result = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200
+        )
+        assert result.returncode == 0, (
+            f"{command}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        )
+        return result.stdout
+
+    installed = run(str(bin_dir / "python"), "-m", "pip", "install", str(kit))
+    assert re.search(r"jax_ladder-\S+-py3-none-any\.whl", installed), installed[-3000:]
+    package = run(str(bin_dir / "python"), "-c", "import jax_ladder; print(jax_ladder.__file__)")
+    package = Path(package.strip()).parent
+    assert package.is_relative_to(env_dir), package
+    assert (package / "templates" / "ffi").is_dir()
+    assert not (package / "_ffi_example").exists()
+    assert not (package / "_ladder_example").exists()
+    assert "usage: jax-ladder" in run(str(bin_dir / "jax-ladder"), "--help")

@@ -43,7 +43,11 @@ def load_extension(example, extension, package):
             f"{installed}. Build it either standalone, from the kit's root:\n"
             f"    cmake -S {folder} -B {folder}/build -DPython_EXECUTABLE=$(which python)\n"
             f"    cmake --build {folder}/build\n"
-            "or by installing the kit with its FFI examples switched on (`pip install .`); "
+            "or by installing the kit with its FFI examples switched on, as scripts/test "
+            "does (a plain `pip install .` compiles nothing): with scikit-build-core, "
+            "nanobind and jax installed first,\n"
+            "    pip install . --no-build-isolation "
+            "-Ccmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=ON -Cwheel.platlib=true\n"
             f"see {folder}/README.md\n(import of {installed} said: {err})"
         ) from err
 
