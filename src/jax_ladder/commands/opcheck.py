@@ -299,12 +299,13 @@ def _signature_target(args: Args) -> list[Target]:
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: the current folder's modules
     try:
-        owner: Any = importlib.import_module(module_name)
-        op = owner
-        for part in attr.split("."):
-            op = getattr(op, part)
+        op: Any = importlib.import_module(module_name)
     except (Exception, SystemExit) as error:
         raise UsageError(f"{args.declaration}: cannot import it: {_error_at(error)}") from None
+    for part in attr.split("."):
+        if not hasattr(op, part):
+            raise UsageError(f"{args.declaration}: {op.__name__!r} has no attribute {part!r}")
+        op = getattr(op, part)
     if not callable(op):
         raise UsageError(f"{args.declaration}: not a function ({type(op).__name__})")
     axes_args, outputs = _parse_signature(args.signature)
