@@ -1,9 +1,10 @@
-"""README.md's sample outputs are what the commands print (scripts/readme-samples
-writes them): exactly, where the output is the same on every machine; for the
-doctor and demo samples, the lines and shape that do not depend on the machine.
-No demo runs here: its table's shape comes from the code that prints it, and
-each row's count of passed tests from a real run of the same selection in
-test_templates.py (the default combination's own tests)."""
+"""The sample outputs of README.md (the demo) and docs/using.md (list, recommend,
+doctor) are what the commands print (scripts/readme-samples writes them):
+exactly, where the output is the same on every machine; for the doctor and demo
+samples, the lines and shape that do not depend on the machine. No demo runs
+here: its table's shape comes from the code that prints it, and each row's count
+of passed tests from a real run of the same selection in test_templates.py (the
+default combination's own tests)."""
 
 import re
 
@@ -18,7 +19,9 @@ FACT_LABEL = re.compile(r"^([a-z]+) {2,}\S")
 
 
 samples = load_script("readme-samples")
-README = samples.blocks((REPO / "README.md").read_text())
+# Each sample's body, from the page that shows it.
+SHOWN = {page: samples.blocks((REPO / page).read_text()) for page in samples.PAGES}
+SAMPLE = {name: SHOWN[sample.page][name] for name, sample in samples.SAMPLES.items()}
 REFRESH = "stale: run scripts/readme-samples --only {}"
 
 
@@ -38,19 +41,20 @@ def doctor_skeleton(text):
     return kept
 
 
-def test_every_sample_has_one_block_in_the_readme():
-    text = (REPO / "README.md").read_text()
-    names = [m["name"] for m in samples.BLOCK.finditer(text)]
-    assert sorted(names) == sorted(samples.SAMPLES)
+def test_every_sample_has_one_block_in_its_page_and_none_elsewhere():
+    for page in samples.PAGES:
+        names = [m["name"] for m in samples.BLOCK.finditer((REPO / page).read_text())]
+        expected = [n for n, sample in samples.SAMPLES.items() if sample.page == page]
+        assert sorted(names) == sorted(expected), page
 
 
 @pytest.mark.parametrize("name", [n for n, s in samples.SAMPLES.items() if s.exact])
 def test_an_exact_sample_is_what_the_command_prints_now(name):
-    assert README[name] == samples.run(name), REFRESH.format(name)
+    assert SAMPLE[name] == samples.run(name), REFRESH.format(name)
 
 
 def test_the_doctor_sample_has_the_machine_independent_lines_of_the_real_output():
-    shown = doctor_skeleton(README["doctor"])
+    shown = doctor_skeleton(SAMPLE["doctor"])
     assert shown[0].startswith("jax-ladder ")
     assert len([line for line in shown if RUNG_ROW.match(line)]) == len(LADDER)
     assert shown == doctor_skeleton(samples.run("doctor")), REFRESH.format("doctor")
@@ -59,14 +63,14 @@ def test_the_doctor_sample_has_the_machine_independent_lines_of_the_real_output(
 def demo_sample_passed() -> dict[str, int]:
     """Each rung's passed count in the README's demo sample: what its default
     project's quick selection passes (test_templates.py holds it to a real run)."""
-    rows = README["demo"].splitlines()[2:-1]
+    rows = SAMPLE["demo"].splitlines()[2:-1]
     return {row.split()[0]: int(row.split()[2]) for row in rows}
 
 
 def test_the_demo_sample_is_the_real_table_with_one_row_per_template_in_order(capsys):
     demo.print_table([])  # the header and rule the demo prints above its rows
     header, rule = capsys.readouterr().out.strip("\n").splitlines()
-    lines = README["demo"].splitlines()
+    lines = SAMPLE["demo"].splitlines()
     assert lines[:2] == [header, rule], REFRESH.format("demo")
     rows, total = lines[2:-1], lines[-1]
     assert [row.split()[0] for row in rows] == [rung.name for rung in available()]

@@ -249,12 +249,13 @@ def test_the_scaffold_carries_what_the_answers_imply(given, scaffold):
 
 def test_the_export_window_is_stated_once_and_quoted_where_the_kit_states_it():
     """JAX's export docs: an artifact runs on a JAX up to 6 months newer than the
-    exporter; later ones retire serialization formats. The README and the export
-    rung's page quote recommend's sentence verbatim, and nobody says 'about'."""
+    exporter; later ones retire serialization formats. The export template's
+    description (docs/projects.md) and the export rung's page quote recommend's
+    sentence verbatim, and nobody says 'about'."""
     window = rec.render(rec.recommend(rec.resolve_answers({"ship": "serialize"})))
     assert "at least six months of backward compatibility" in " ".join(window.split())
     sentence = " ".join(EXPORT_WINDOW.split())
-    for path in ("README.md", "docs/rungs/5-export.md"):
+    for path in ("docs/projects.md", "docs/rungs/5-export.md"):
         text = " ".join((REPO / path).read_text().split())
         assert sentence in text, path
         assert "about six months" not in text, path

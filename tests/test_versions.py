@@ -83,11 +83,18 @@ def test_the_current_release_records_the_window():
     assert RELEASE_WINDOWS[__version__] == JAX_SPEC, "add this release to RELEASE_WINDOWS"
 
 
-def test_the_kits_dependency_and_build_requirement_use_the_range():
+def test_the_kits_dependency_and_its_ffi_examples_build_use_the_range():
+    """The kit depends on the range; its default build needs no JAX (it compiles
+    nothing), and the build that compiles its FFI examples (scripts/_env.sh, without
+    isolation) installs the range first."""
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    requirements = pyproject["build-system"]["requires"] + pyproject["project"]["dependencies"]
+    build = [Requirement(r).name for r in pyproject["build-system"]["requires"]]
+    assert build == ["scikit-build-core"], build
+    requirements = pyproject["project"]["dependencies"]
     jax = [Requirement(r) for r in requirements if Requirement(r).name == "jax"]
-    assert len(jax) == 2, requirements
+    env = re.findall(r'"(jax[^"]*)"', (REPO / "scripts" / "_env.sh").read_text())
+    jax += [Requirement(r) for r in env if Requirement(r).name == "jax"]
+    assert len(jax) == 2, (requirements, env)
     assert all(r.specifier == SpecifierSet(JAX_SPEC) for r in jax), jax
 
 
@@ -336,6 +343,8 @@ def test_every_python_version_is_the_oldest_supported():
     for path in [REPO / "CMakeLists.txt", *cmake]:
         for version in re.findall(r"find_package\(Python (\d+\.\d+)", path.read_text()):
             assert version == PYTHON_OLDEST, path
+    versions = (REPO / "docs" / "versions.md").read_text()
+    assert f"Python ≥ {PYTHON_OLDEST}; JAX `{JAX_SPEC}`" in versions
+    assert f"On Python {PYTHON_OLDEST} that range gives JAX {JAX_ON_PYTHON_OLDEST}" in versions
     readme = (REPO / "README.md").read_text()
-    assert f"Python ≥ {PYTHON_OLDEST}; JAX `{JAX_SPEC}`" in readme
-    assert f"On Python {PYTHON_OLDEST} that range gives JAX {JAX_ON_PYTHON_OLDEST}" in readme
+    assert f"Python ≥ {PYTHON_OLDEST} and JAX `{JAX_SPEC}`" in readme

@@ -119,7 +119,7 @@ UNSHARDED_MEMORY = Starter(
     why="nothing is sharded, and the memory-and-sharding template is a sharded FSDP model",
 )
 
-# JAX's export compatibility promise, in one sentence that README.md and the
+# JAX's export compatibility promise, in one sentence that docs/projects.md and the
 # export rung's page quote verbatim (tests/test_recommend.py holds them to it).
 # JAX's export docs ("Compatibility guarantees"): an artifact can be compiled
 # and run by a JAX up to 6 months newer than the exporter (and 3 weeks older);
