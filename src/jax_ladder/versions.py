@@ -8,7 +8,7 @@ session per minor); a template with compiled code also gets JAX_OLDEST as
 jaxlib's headers loads in that jaxlib and newer ones, never in older ones).
 tests/test_versions.py holds that and every other copy to
 these values: the kit's pyproject.toml, scripts/_env.sh, the templates' CI
-matrices (the oldest), the README and reference pages; and PYTHON_OLDEST to
+matrices (the oldest), the README, docs/versions.md and reference pages; and PYTHON_OLDEST to
 every requires-python, classifier, type checker's and CMake's Python version.
 """
 
