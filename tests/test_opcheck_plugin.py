@@ -6,10 +6,16 @@ nothing; recording keeps each test's hand-picked inputs and names the test."""
 
 import importlib.util
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
+import tomllib
 
-from test_opcheck import USER_OP, USER_SPEC, pytest_in, user_folder
+import pytest
+from conftest import REPO
+from test_opcheck import USER_OP, USER_SPEC, block, pytest_in, user_env, user_folder
 
 # A declaration whose op writes each concrete input it gets, with the test
 # running, to the file $OPCHECK_LOG names: what a cell drew.
@@ -117,7 +123,7 @@ def test_a_failing_cell_is_one_line_with_its_seed_and_how_to_rerun_it(tmp_path):
     assert "Traceback" not in failures, failures
     assert "def run_cell" not in failures, failures
     eager = failures.split("opcheck[softplus][eager]", 1)[1]
-    assert re.search(r"^\[eager\] eager, output 0: \S+ ulps of float32 off", eager, re.M), eager
+    assert re.search(r"^\[eager\] eager, output 0: .*ulps of float32", eager, re.M), eager
     rerun = (
         "seed 0; rerun this cell alone: python -m pytest "
         "'tests/softplus_spec.py::opcheck[softplus][eager]' --opcheck-cells eager,jvp,jit-donate "
@@ -127,6 +133,8 @@ def test_a_failing_cell_is_one_line_with_its_seed_and_how_to_rerun_it(tmp_path):
     assert (
         "or, in Python: check(SPEC, cells='eager', seed=0)  # SPEC from softplus_spec.py" in eager
     )
+    cli = "or: jax-ladder opcheck tests/softplus_spec.py::SPEC --cells eager --seed 0"
+    assert cli in eager, eager
     # A declared refusal that did not happen (the cell compared the tangents): one line too.
     jvp = failures.split("opcheck[softplus][jvp]", 1)[1]
     assert jvp.split("\n")[1].startswith("[jvp] not the declared refusal (TypeError): jit(jvp)"), (
@@ -246,3 +254,71 @@ def test_recording_keeps_each_tests_hand_picked_inputs_and_names_the_test(tmp_pa
         failure = failure.split("\n", 1)[1].split("\n_", 1)[0]
         source = f"recorded-{i}, called from tests/test_ops.py::test_two_hand_picked_points"
         assert f"recorded input: {source}" in failure, failure[:2000]
+
+
+# docs/opcheck.md's samples for these behaviours.
+PAGE = (REPO / "docs" / "opcheck.md").read_text()
+
+
+def test_the_pages_install_command_is_written_out():
+    """The page reads right on GitHub and in a checkout: no Sphinx include
+    where the install command goes, and the command today's install is."""
+    assert "{include}" not in PAGE
+    repository = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
+    install = block("console", "pip install")
+    assert install == f"$ pip install git+{repository['Repository']}\n"
+
+
+def test_the_pages_failure_is_what_the_plugin_prints(tmp_path):
+    folder = wrong_folder(tmp_path)
+    run = pytest_in(folder, "-p", "no:xdist", "-q", "--opcheck-cells", "eager")
+    page = block("console", "", after="<!-- failure-example -->")
+    command, printed = page.split("\n", 1)
+    assert command == "$ python -m pytest -q --opcheck-cells eager"
+    timing = re.compile(r" in \d+\.\d+s$", re.M)
+    assert timing.sub("", run.stdout) == timing.sub("", printed)
+
+
+def test_the_pages_pallas_declaration_passes_its_shard_map_cells(tmp_path):
+    (tmp_path / "pallas_spec.py").write_text(block("python", "", after="<!-- pallas-example -->"))
+    script = (
+        "import jax\n"
+        'jax.config.update("jax_num_cpu_devices", 8)\n'
+        "from jax_ladder.opcheck import check\n"
+        "from pallas_spec import SPEC\n"
+        'cells = ["eager", "grad-x", "shard-map-*", "jit-*", "vmap-sharded-*"]\n'
+        "report = check(SPEC, cells=cells)\n"
+        "print(report)\n"
+        "assert report.ok and not report.skipped\n"
+        'assert report["shard-map-n-1d"].outcome == "passed"\n'
+        'assert report["shard-map-grad-inside-n-2d"].outcome == "passed"\n'
+        'assert report["jit-explicit-n"].outcome == "refused"\n'
+    )
+    path = os.pathsep.join([str(tmp_path), user_env()["PYTHONPATH"]])
+    env = {**user_env(), "PYTHONPATH": path}
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_the_pages_check_that_accepts_known_failures(tmp_path, monkeypatch):
+    """The page's check() that accepts a few failing cells: it passes, and
+    fails on a failure it does not list."""
+    folder = user_folder(tmp_path) / "tests"
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "softplus_spec", raising=False)
+    script = block("python", "ACCEPTED = ", after="<!-- accept-example -->")
+    namespace: dict = {}
+    exec(compile(script, "accept-example", "exec"), namespace)
+    assert namespace["unexpected"] == []
+    assert sorted(r.cell for r in namespace["report"].failed) == sorted(namespace["ACCEPTED"])
+    wrong = script.replace("jnp.log1p(jnp.exp(x))", "-jnp.log1p(jnp.exp(x))")
+    assert wrong != script
+    with pytest.raises(AssertionError, match=r"\[eager\] eager, output 0: "):
+        exec(compile(wrong, "accept-example", "exec"), {})

@@ -587,7 +587,7 @@ class Cell(pytest.Item):
 
     def rerun(self) -> str:
         """The seed, and how to rerun this cell alone: pytest (from the
-        run's root) and, for a declared cell, check()."""
+        run's root) and, for a declared cell, check() and jax-ladder opcheck."""
         config = self.config
         nodeid = f"{self.nodeid.rpartition('::')[0]}::{self.base_name}"
         command = ["python", "-m", "pytest", nodeid]
@@ -603,6 +603,9 @@ class Cell(pytest.Item):
         else:
             call = f"check({self.variable}, cells={self.cell!r}, seed={self.seed})"
             lines.append(f"or, in Python: {call}  # {self.variable} from {self.path.name}")
+            target = f"{_from_root(config, self.path)}::{self.variable}"
+            cli = ["jax-ladder", "opcheck", target, "--cells", self.cell, "--seed", str(self.seed)]
+            lines.append(f"or: {shlex.join(cli)}")
         return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
