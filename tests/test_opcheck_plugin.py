@@ -322,3 +322,28 @@ def test_the_pages_check_that_accepts_known_failures(tmp_path, monkeypatch):
     assert wrong != script
     with pytest.raises(AssertionError, match=r"\[eager\] eager, output 0: "):
         exec(compile(wrong, "accept-example", "exec"), {})
+
+
+def test_the_pages_failed_cell_line_is_what_check_prints(tmp_path):
+    """The page's line of a report with the op's sign flipped."""
+    folder = user_folder(tmp_path) / "tests"
+    script = (
+        "import dataclasses\n"
+        "import jax.numpy as jnp\n"
+        "from jax_ladder.opcheck import check\n"
+        "from softplus_spec import SPEC\n"
+        "wrong = dataclasses.replace(SPEC, op=lambda x: -jnp.logaddexp(x, 0.0))\n"
+        'print(check(wrong, cells=["eager", "jit", "vmap-new-axis", "grad-x", "jvp"]))\n'
+    )
+    path = os.pathsep.join([str(folder), user_env()["PYTHONPATH"]])
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=folder,
+        env={**user_env(), "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = block("text", "  eager          failed: ").strip("\n")
+    assert line in run.stdout.splitlines(), run.stdout
