@@ -26,6 +26,7 @@ import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -401,7 +402,14 @@ def _names(error: type[BaseException] | tuple[type[BaseException], ...]) -> str:
     return " or ".join(e.__name__ for e in (error if isinstance(error, tuple) else (error,)))
 
 
-def check(spec: OpSpec, cells: Iterable[str] | str | None = None, seed: int = 0) -> Report:
+def check(
+    spec: OpSpec,
+    cells: Iterable[str] | str | None = None,
+    seed: int = 0,
+    *,
+    shrink: bool = False,
+    repro_dir: str | Path | None = None,
+) -> Report:
     """Run the conformance matrix of the op `spec` declares, in this process.
 
     cells: the cells to run, by name or fnmatch glob ("grad-*"); None: all
@@ -409,6 +417,10 @@ def check(spec: OpSpec, cells: Iterable[str] | str | None = None, seed: int = 0)
     generator seeded with (seed, the op's name, the cell's name), so a cell
     draws the same inputs whichever others run. A refusal the declaration
     names for no cell (a typo would refuse nothing) raises ValueError.
+
+    shrink: each failed cell is run again on smaller declarations
+    (shrink.py), and its message says the smallest sizes it still fails
+    at; with repro_dir, the standalone script that reproduces it there too.
     """
     unknown = unknown_refusals(spec)
     if unknown:
@@ -417,4 +429,16 @@ def check(spec: OpSpec, cells: Iterable[str] | str | None = None, seed: int = 0)
         run_one(spec, cell, seeded_rng(seed, spec.name, cell), seed)
         for cell in select_cells(spec, cells)
     ]
+    if shrink:
+        results = [_shrunk(spec, r, seed, repro_dir) if r.outcome == FAILED else r for r in results]
     return Report(spec.name, tuple(results))
+
+
+def _shrunk(spec: OpSpec, result: CellResult, seed: int, repro_dir: Any) -> CellResult:
+    """A failed cell's result, its message followed by what shrink.py found."""
+    from .shrink import shrink
+
+    found = shrink(spec, result.cell, seed, repro_dir)
+    if found is None:  # it passed when run again
+        return result
+    return dataclasses.replace(result, message="\n".join([result.message, *found.lines()]))

@@ -21,6 +21,7 @@ from .oracles import (
     _diff_outputs,
     _grad,
     _inputs_at,
+    _inputs_shown,
     _insert,
     _loss,
     _of_diff,
@@ -90,7 +91,9 @@ def _assert_tangents(
     for k, g, w in zip(picked, got, want, strict=True):
         tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
         at = _inputs_at(spec, inputs, spec.outputs[k])
-        assert_close(g, w, tolerance, where=f"{where}, tangent of output {k}", inputs_at=at)
+        shown = _inputs_shown(spec, inputs, None, spec.outputs[k])
+        said = f"{where}, tangent of output {k}"
+        assert_close(g, w, tolerance, where=said, inputs_at=at, details=shown)
 
 
 def check_forward_batched(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
@@ -132,7 +135,7 @@ def check_forward_batched(spec: OpSpec, cell: str, rng: np.random.Generator) -> 
     # or each output's batch of tangents.
     where = "jit(jacfwd)" if cell == "jacfwd" else "jit(vmap(jvp)) tangents"
     got, want = jax.tree.leaves(got), [np.asarray(w) for w in jax.tree.leaves(want)]
-    assert_grads(spec, got, want, where=where)
+    assert_grads(spec, got, want, where=where, shown=args)
 
 
 def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:

@@ -39,12 +39,13 @@ def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> Non
 
         want = _stack([oracle(spec, s) for s in slices], 0)
         got = call_as_declared(jax.jit(scanned), *stacked)
-        assert_outputs(spec, got, want, "jit(scan), scanned axis first")
+        batch = {"batched": stacked, "in_axes": [0] * len(stacked), "out_axes": 0}
+        assert_outputs(spec, got, want, "jit(scan), scanned axis first", **batch)
         stacked_cts = [jnp.stack(c) for c in zip(*cts, strict=True)]
         got = call_as_declared(jax.jit(_grad(spec, scanned, stacked_cts)), *stacked)
         wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
         want_grads = [np.stack(w) for w in zip(*wants, strict=True)]
-        assert_grads(spec, got, want_grads, "jit(grad(scan)), scanned axis first")
+        assert_grads(spec, got, want_grads, "jit(grad(scan)), scanned axis first", **batch)
         return
     args = make_args(spec, rng)
     cts = cotangents_for(spec, args, rng)
@@ -72,9 +73,10 @@ def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> Non
     poisoned = list(args)
     poisoned[floats[0]] = args[floats[0]].at[(0,) * args[floats[0]].ndim].set(jnp.nan)
     zeros = tuple(np.zeros_like(w) for w in oracle(spec, args))
-    assert_outputs(spec, program(*poisoned), zeros, "jit(cond), the zeros' branch")
+    assert_outputs(spec, program(*poisoned), zeros, "jit(cond), the zeros' branch", shown=poisoned)
     zero_grads = [np.zeros_like(w) for w in want]
-    assert_grads(spec, gradient(*poisoned), zero_grads, "jit(grad(cond)), the zeros' branch")
+    where = "jit(grad(cond)), the zeros' branch"
+    assert_grads(spec, gradient(*poisoned), zero_grads, where, shown=poisoned)
 
 
 def _traced_predicate_cond(spec: OpSpec) -> Callable[..., Any]:

@@ -25,6 +25,7 @@ from .oracles import (
     assert_outputs,
     call_as_declared,
     cotangents_for,
+    drawn,
     ill_conditioned,
     make_args,
     oracle,
@@ -123,6 +124,7 @@ def hard_args(spec: OpSpec, case: str, rng: np.random.Generator) -> list[Any]:
         elif high <= 0:
             values = -np.abs(values)
         args[i] = jnp.asarray(np.clip(values, low, high), a.dtype)
+    drawn("hard", args)
     return args
 
 
@@ -179,7 +181,14 @@ def check_hard(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     got = call_as_declared(jax.jit(jax.vmap(spec.op)), *batched)
     ref = _outputs(jax.jit(jax.vmap(spec.reference))(*batched)) if hard else None
     check = partial(
-        assert_outputs, spec, got, where="jit(vmap), two draws", batched=batched, reference=ref
+        assert_outputs,
+        spec,
+        got,
+        where="jit(vmap), two draws",
+        batched=batched,
+        reference=ref,
+        in_axes=[0] * len(batched),
+        out_axes=0,
     )
     _either(lambda want: check(want=want), stacked)
     if _diff_args(spec):

@@ -26,6 +26,7 @@ from .oracles import (
     assert_outputs,
     call_as_declared,
     cotangents_for,
+    drawn,
     make_args,
     oracle,
     vjp_oracle,
@@ -74,7 +75,8 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             _stack([oracle(spec, [b[i][..., j] for b in batched]) for j in range(2)], axis=0)
             for i in range(NEW_AXIS)
         ]
-        assert_outputs(spec, got, _stack(parts, axis=0), "vmap(vmap), outer axis first")
+        where = "vmap(vmap), outer axis first"
+        assert_outputs(spec, got, _stack(parts, axis=0), where, batched=batched)
     elif cell.startswith("vmap-of-grad"):
         _check_vmap_of_grad(spec, cell, args, rng)
     elif cell == "vmap-sharded-new-axis":
@@ -84,6 +86,7 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         in_axes = [a.axes.index(axis) if axis in a.axes else None for a in spec.args]
         out_axes = [o.index(axis) if axis in o else None for o in spec.outputs]
         out = out_axes[0] if len(out_axes) == 1 else tuple(out_axes)
+        drawn("vmap", args, in_axes=in_axes, out_axes=out)
         got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes, out_axes=out), *args)
         assert_outputs(spec, got, oracle(spec, args), f"vmap over {axis}", args)
 
@@ -102,9 +105,11 @@ def _check_batched(
     batched = _batched(spec, args, in_axes, NEW_AXIS, rng)
     outs = _outputs(jax.eval_shape(spec.op, *args))
     out = _out_axis(out_axes, outs)
+    drawn("vmap", batched, in_axes=in_axes, out_axes=out)
     got = call_as_declared(jax.vmap(spec.op, in_axes=in_axes, out_axes=out), *batched)
     parts = [oracle(spec, _slice(batched, in_axes, i)) for i in range(NEW_AXIS)]
-    assert_outputs(spec, got, _stack(parts, out), where, batched=batched)
+    batch = {"batched": batched, "in_axes": in_axes, "out_axes": out}
+    assert_outputs(spec, got, _stack(parts, out), where, **batch)
 
 
 def _check_vmap_of_grad(spec: OpSpec, cell: str, args: list[Any], rng: Any) -> None:
@@ -135,7 +140,7 @@ def _check_vmap_of_grad(spec: OpSpec, cell: str, args: list[Any], rng: Any) -> N
     got = call_as_declared(jax.jit(mapped), batched, stacked_cts)
     wants = [vjp_oracle(spec, s, c) for s, c in zip(slices, cts, strict=True)]
     want = [np.stack(w, axis=out_axes % (np.ndim(w[0]) + 1)) for w in zip(*wants, strict=True)]
-    assert_grads(spec, got, want, where, batched=batched)
+    assert_grads(spec, got, want, where, batched=batched, in_axes=in_axes, out_axes=out_axes)
 
 
 def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
@@ -154,8 +159,9 @@ def _check_vmap_sharded(spec: OpSpec, rng: np.random.Generator) -> None:
     ct_placed = [jax.device_put(jnp.stack(c), split) for c in zip(*cts, strict=True)]
     mapped = jax.vmap(spec.op)
     got = call_as_declared(jax.jit(mapped), *placed)
-    assert_outputs(spec, got, want, "jit(vmap), batch axis first")
+    batch = {"batched": batched, "in_axes": [0] * len(batched), "out_axes": 0}
+    assert_outputs(spec, got, want, "jit(vmap), batch axis first", **batch)
     assert_same_shardings(got, jax.vmap(spec.reference), placed)
     got_grads = call_as_declared(jax.jit(_grad_of(spec, mapped, len(placed))), *placed, *ct_placed)
     want_grads = [np.stack(w) for w in zip(*wants, strict=True)]
-    assert_grads(spec, got_grads, want_grads, "jit(grad(vmap)), batch axis first")
+    assert_grads(spec, got_grads, want_grads, "jit(grad(vmap)), batch axis first", **batch)

@@ -7,6 +7,7 @@ twice, no input consumed."""
 
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,6 +24,7 @@ from ..compare import (
     assert_close,
     at_platform,
     platform_of,
+    summary,
 )
 
 # isort: split
@@ -59,6 +61,19 @@ def _into_domain(arg: Arg, values: np.ndarray) -> np.ndarray:
     return np.clip(values, low, high)
 
 
+# What the cells draw, for whoever asks (the kit's shrink.py writes a repro
+# script from it): None, or a list that each draw appends (kind, arrays,
+# details) to; kind: args, hard, cotangents, vmap.
+DRAWN: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("DRAWN", default=None)
+
+
+def drawn(kind: str, arrays: Any, **details: Any) -> None:
+    """Note a cell's draw where DRAWN asks for them."""
+    record = DRAWN.get()
+    if record is not None:
+        record.append((kind, arrays, details))
+
+
 def make_args(
     spec: OpSpec,
     rng: np.random.Generator,
@@ -72,6 +87,7 @@ def make_args(
     for arg in spec.args:
         values = draw(arg, tuple(sizes[a] for a in arg.axes), rng)
         out.append(jnp.asarray(values, arg.dtype or dtype or spec.dtype))
+    drawn("args", out)
     return out
 
 
@@ -164,10 +180,12 @@ def cotangents_for(
 ) -> list[Any]:
     """Random cotangents for the differentiable outputs of fn (the op) on args."""
     outs = _outputs(jax.eval_shape(fn or spec.op, *args))
-    return [
+    cotangents = [
         jnp.asarray(rng.standard_normal(outs[i].shape), outs[i].dtype)
         for i in _diff_outputs(spec, outs)
     ]
+    drawn("cotangents", cotangents)
+    return cotangents
 
 
 def vjp_oracle(spec: OpSpec, args: list[Any], cotangents: list[Any]) -> list[np.ndarray]:
@@ -194,13 +212,20 @@ def assert_outputs(
     inputs: list[Any] | None = None,
     batched: list[Any] | None = None,
     reference: Any = None,
+    in_axes: list[int | None] | None = None,
+    out_axes: Any = None,
+    shown: list[Any] | None = None,
 ) -> None:
     """The op's outputs against the oracle's, within its tolerance. where:
     what computed them (jit, vmap, ...), for a failure's message; inputs: the
     op's arguments, where got is its unbatched result (a failure then names
     the inputs at the worst element); batched: the arguments, where got is a
-    batched result (their scale is an all-zero oracle's: compare.py);
-    reference: the reference's own results, in an ill_conditioned cell."""
+    batched result (their scale is an all-zero oracle's: compare.py), and
+    in_axes and out_axes the vmap's, where it has them (a failure then shows
+    the batch slice of the worst element); shown: the arguments, for a
+    failure's message alone, where they are not `inputs` (whose largest value
+    would be an all-zero oracle's scale); reference: the reference's own
+    results, in an ill_conditioned cell."""
     got = _outputs(got)
     assert len(got) == len(want), f"{where}: {len(got)} outputs, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -210,7 +235,20 @@ def assert_outputs(
         said = _said(where, f"output {k}")
         scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
         kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
-        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also, kinds=kinds)
+        details = _inputs_shown(
+            spec, shown if inputs is None else inputs, batched, axes, in_axes, _nth(out_axes, k)
+        )
+        assert_close(
+            g,
+            w,
+            tolerance,
+            where=said,
+            inputs_at=at,
+            scale=scale,
+            also=also,
+            kinds=kinds,
+            details=details,
+        )
 
 
 def assert_grads(
@@ -222,10 +260,14 @@ def assert_grads(
     of: list[str] | None = None,
     batched: list[Any] | None = None,
     reference: Any = None,
+    in_axes: list[int | None] | None = None,
+    out_axes: Any = None,
+    shown: list[Any] | None = None,
 ) -> None:
     """Gradients against the oracle's, within the gradient tolerance: one per
     differentiable argument (or per name in `of`), else (tangents, second
-    orders) results counted in order. where and inputs: as assert_outputs."""
+    orders) results counted in order. where, inputs, batched, in_axes,
+    out_axes and shown: as assert_outputs."""
     got = list(got) if isinstance(got, (tuple, list)) else [got]
     assert len(got) == len(want), f"{where}: {len(got)} gradients, expected {len(want)}"
     names = of or [spec.args[i].name for i in _diff_args(spec)]
@@ -242,7 +284,20 @@ def assert_grads(
         said = _said(where, what)
         scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
         kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
-        assert_close(g, w, tolerance, where=said, inputs_at=at, scale=scale, also=also, kinds=kinds)
+        details = _inputs_shown(
+            spec, shown if inputs is None else inputs, batched, axes, in_axes, _nth(out_axes, k)
+        )
+        assert_close(
+            g,
+            w,
+            tolerance,
+            where=said,
+            inputs_at=at,
+            scale=scale,
+            also=also,
+            kinds=kinds,
+            details=details,
+        )
 
 
 _KINDS: dict[Any, frozenset[str]] = {}
@@ -260,6 +315,7 @@ def operation_kinds(spec: OpSpec) -> frozenset[str] | None:
     kind is assumed)."""
     key = spec.op
     if key not in _KINDS:
+        quiet = DRAWN.set(None)  # its own draws are no cell's
         try:
             args = make_args(spec, np.random.default_rng(0))
             cts = cotangents_for(spec, args, np.random.default_rng(1))
@@ -273,6 +329,8 @@ def operation_kinds(spec: OpSpec) -> frozenset[str] | None:
             names = set().union(*(_primitives(p.jaxpr) for p in programs))
         except Exception:  # a program that cannot be traced here: any kind
             return None
+        finally:
+            DRAWN.reset(quiet)
         found = {"transcendental"} if names & TRANSCENDENTAL else set()
         found |= {"reduction"} if names & REDUCTION else set()
         _KINDS[key] = frozenset(found)
@@ -355,6 +413,64 @@ def _inputs_at(
         return ", ".join(said)
 
     return at
+
+
+def _nth(out_axes: Any, k: int) -> Any:
+    """The k-th result's out_axes (one for all, or a tuple of each's)."""
+    return out_axes[k] if isinstance(out_axes, (tuple, list)) else out_axes
+
+
+def _inputs_shown(
+    spec: OpSpec,
+    inputs: list[Any] | None,
+    batched: list[Any] | None,
+    axes: tuple[str, ...],
+    in_axes: list[int | None] | None = None,
+    out_axis: int | None = None,
+) -> Callable[[tuple[int, ...]], list[str]] | None:
+    """For a failure's message, a function from the worst element's index (in
+    a result with named `axes`) to a line per input: its dtype and shape, and
+    its values where small, else the slice holding that element (a row),
+    else its range (compare.summary). For a batched result, first the vmap's
+    in_axes and out_axes, and each batched input at the batch slice of the
+    element, where in_axes and out_axis say where that is."""
+    if inputs is None and batched is None:
+        return None
+
+    def fixed_of(arg: Arg, fixed: Mapping[str, int]) -> list[int | None]:
+        return [fixed.get(d) for d in arg.axes]
+
+    def lines(index: tuple[int, ...]) -> list[str]:
+        if inputs is not None:
+            fixed = dict(zip(axes, index, strict=True)) if len(index) == len(axes) else {}
+            return [
+                f"input {summary(arg.name, value, tuple(fixed_of(arg, fixed)))}"
+                for arg, value in zip(spec.args, inputs, strict=True)
+            ]
+        assert batched is not None
+        if in_axes is None or out_axis is None:
+            return [
+                f"input {arg.name} (batched): {summary(arg.name, value).split(': ', 1)[1]}"
+                for arg, value in zip(spec.args, batched, strict=True)
+            ]
+        axis = out_axis % len(index) if index else 0
+        slot = index[axis] if index else 0
+        rest = index[:axis] + index[axis + 1 :]
+        fixed = dict(zip(axes, rest, strict=True)) if len(rest) == len(axes) else {}
+        said = [
+            f"vmap in_axes={list(in_axes)}, out_axes={out_axis}; the element is in slice {slot}"
+        ]
+        for arg, value, ax in zip(spec.args, batched, in_axes, strict=True):
+            at = fixed_of(arg, fixed)
+            note = ""
+            if ax is not None:
+                at.insert(ax, slot)
+                note = f" (batched on axis {ax})"
+            head, body = summary(arg.name, value, tuple(at)).split(": ", 1)
+            said.append(f"input {head}{note}: {body}")
+        return said
+
+    return lines
 
 
 def _stack(parts: list[tuple[np.ndarray, ...]], axis: int | tuple[int, ...]) -> tuple[Any, ...]:
