@@ -46,6 +46,8 @@ STAGING = ".jax-ladder-shared"
 CONFORMANCE = (
     "__init__.py",
     "declaration.py",
+    "signature.py",
+    "validation.py",
     "oracles.py",
     "hlo.py",
     "cells_values.py",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .compare import Ulps
     from .conformance import cell_names
     from .conformance.declaration import Arg, Collectives, OpSpec, Refuse
+    from .conformance.validation import DeclarationError, check_declaration
     from .report import CellResult, Report, check
 
 # Each name -> the module that defines it.
@@ -43,6 +44,8 @@ _EXPORTS = {
     "Arg": "conformance.declaration",
     "Refuse": "conformance.declaration",
     "Collectives": "conformance.declaration",
+    "DeclarationError": "conformance.validation",
+    "check_declaration": "conformance.validation",
     "cell_names": "conformance",
     "Ulps": "compare",
     "check": "report",
@@ -53,12 +56,14 @@ __all__ = [
     "Arg",
     "CellResult",
     "Collectives",
+    "DeclarationError",
     "OpSpec",
     "Refuse",
     "Report",
     "Ulps",
     "cell_names",
     "check",
+    "check_declaration",
 ]
 
 

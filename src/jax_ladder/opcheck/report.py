@@ -34,7 +34,14 @@ import numpy as np
 import pytest
 
 from . import conformance
-from .conformance import OpSpec, cell_names, refusal, run_cell, unknown_refusals
+from .conformance import (
+    OpSpec,
+    cell_names,
+    check_declaration,
+    refusal,
+    run_cell,
+    unknown_refusals,
+)
 from .support_table import FAMILIES
 
 PASSED, REFUSED, FAILED, SKIPPED = "passed", "refused", "failed", "skipped"
@@ -308,7 +315,7 @@ def select_cells(spec: OpSpec, patterns: Iterable[str] | str | None) -> list[str
     if patterns is None:
         return names
     if isinstance(patterns, str):
-        patterns = [patterns]
+        patterns = patterns.split(",")  # "eager,grad-*": no cell name has a comma
     patterns = [p.strip() for p in patterns if p.strip()]
     unknown = [p for p in patterns if not fnmatch.filter(names, p)]
     if unknown:
@@ -341,9 +348,9 @@ class TooFewDevices(BaseException):
 def enough_devices() -> Iterator[None]:
     """While it lasts, a cell that asks for a mesh of more devices than JAX
     has raises TooFewDevices, instead of failing to build the mesh. (The
-    cells take their devices from conformance's mesh_devices, which this
-    wraps, changing nothing where there are enough.)"""
-    namespace = vars(conformance)
+    cells take their devices from the mesh_devices of conformance's
+    cells_sharding, which this wraps, changing nothing where there are enough.)"""
+    namespace = vars(conformance.cells_sharding)
     original = namespace["mesh_devices"]
 
     def mesh_devices(count: int) -> list[jax.Device]:
@@ -416,7 +423,10 @@ def check(
     (conformance.cell_names). seed: each cell's inputs are drawn from a
     generator seeded with (seed, the op's name, the cell's name), so a cell
     draws the same inputs whichever others run. A refusal the declaration
-    names for no cell (a typo would refuse nothing) raises ValueError.
+    names for no cell (a typo would refuse nothing) raises ValueError; a
+    reference or oracle whose results are not the declared outputs raises
+    DeclarationError (a ValueError: conformance.check_declaration) before
+    any cell runs.
 
     shrink: each failed cell is run again on smaller declarations
     (shrink.py), and its message says the smallest sizes it still fails
@@ -425,6 +435,8 @@ def check(
     unknown = unknown_refusals(spec)
     if unknown:
         raise ValueError(f"{spec.name}: declared refusals name no cell: {unknown}")
+    with jax.enable_x64(True):  # the oracle's float64 inputs
+        check_declaration(spec)
     results = [
         run_one(spec, cell, seeded_rng(seed, spec.name, cell), seed)
         for cell in select_cells(spec, cells)

@@ -25,7 +25,9 @@ from here):
   cells_sharding      shard-map-*, jit-auto-*, jit-explicit-*, grad-grad-explicit-*
   cells_export        export-symbolic, lower-*
 
-Cells, for an op with arguments A and named axes D:
+Cells, for an op with arguments A and named axes D (an argument's leading
+axes "...", drawn at sizes["..."], are in no cell's name: the cells run with
+them named "...0", "...1", expand_leading):
   values        eager, jit (each run twice: the same bits, and no input
                 consumed), jit-donate (the donated inputs consumed are
                 exactly those the compiled program aliases to outputs)
@@ -40,7 +42,8 @@ Cells, for an op with arguments A and named axes D:
                 declares (sample, domain, smallest)
   sizes         size-<d>-1, size-<d>-ragged (a prime above the declared size
                 and 4), size-<d>-large (LARGE times it), for each axis:
-                jitted values and gradient
+                jitted values and gradient; where the arguments have
+                leading axes ("..."), size-...-0 and size-...-2 (none, two)
   autodiff      grad-<arg> for each differentiable argument, vjp, jit-grad,
                 jvp, linearize, jacfwd, vmap-jvp (forward mode over many
                 tangents: the batching of the op's tangents), check-grads-1,
@@ -118,7 +121,7 @@ from .cells_sharding import (
     check_shard_map,
     check_shard_map_partial,
 )
-from .cells_sizes import cell_size, check_size
+from .cells_sizes import LEADING_RANKS, cell_size, check_size
 from .cells_values import check_values
 from .cells_vmap import check_vmap
 from .declaration import (
@@ -135,6 +138,7 @@ from .declaration import (
     Collectives,
     OpSpec,
     Refuse,
+    derived,
     in_dtype,
     refusal,
 )
@@ -161,13 +165,24 @@ from .oracles import (
     oracle,
     vjp_oracle,
 )
+from .signature import Signature, expand_leading, parse_signature, uses_leading
+from .validation import (
+    DEFAULT_LEADING,
+    LEADING,
+    DeclarationError,
+    check_declaration,
+    shape_of,
+)
 
 __all__ = [
     "COLLECTIVES",
+    "DEFAULT_LEADING",
     "FORWARD_BATCHED",
     "FORWARD_MODE",
     "HARD_CASES",
     "LARGE",
+    "LEADING",
+    "LEADING_RANKS",
     "MESHES",
     "NEW_AXIS",
     "PROGRAMS",
@@ -175,9 +190,11 @@ __all__ = [
     "SIZE_KINDS",
     "Arg",
     "Collectives",
+    "DeclarationError",
     "Matmul",
     "OpSpec",
     "Refuse",
+    "Signature",
     "assert_as_declared",
     "assert_as_reference",
     "assert_collectives",
@@ -190,6 +207,7 @@ __all__ = [
     "cell_size",
     "check_autodiff",
     "check_control_flow",
+    "check_declaration",
     "check_export",
     "check_forward_batched",
     "check_grad_grad_explicit",
@@ -203,7 +221,9 @@ __all__ = [
     "check_vmap",
     "cotangents_for",
     "declared_collectives",
+    "derived",
     "draw",
+    "expand_leading",
     "float32_matmuls_not_highest",
     "flushed",
     "hard_args",
@@ -214,9 +234,12 @@ __all__ = [
     "narrowing_matmuls",
     "operation_kinds",
     "oracle",
+    "parse_signature",
     "refusal",
     "run_cell",
+    "shape_of",
     "unknown_refusals",
+    "uses_leading",
     "vjp_oracle",
 ]
 
@@ -231,6 +254,7 @@ def cell_names(spec: OpSpec) -> list[str]:
     names += ["vmap-sharded-new-axis"]
     names += [f"vmap-axis-{a}" for a in spec.batch_axes]
     names += [f"size-{a}-{kind}" for a in spec.axes for kind in SIZE_KINDS]
+    names += [f"size-{LEADING}-{rank}" for rank in LEADING_RANKS] if uses_leading(spec) else []
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
     names += ["vjp", "jit-grad", "jvp", "linearize", *FORWARD_BATCHED]
     names += ["check-grads-1", "check-grads-2"]
@@ -268,9 +292,14 @@ def unknown_refusals(spec: OpSpec) -> list[str]:
 
 
 def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
-    """Run one cell: it matches the oracle, or raises its declared refusal."""
+    """Run one cell: it matches the oracle, or raises its declared refusal.
+    First, once per declaration, the reference's and the oracle's results
+    against the declared outputs (check_declaration)."""
+    check_declaration(spec)
     refuse = refusal(spec, cell)
     spec, base = in_dtype(spec, cell)
+    if not base.startswith(f"size-{LEADING}-"):  # those cells size the leading axes
+        spec = expand_leading(spec)
     check = _cell_function(base)
     if refuse is None:
         try:

@@ -11,7 +11,7 @@ from jax import export
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .declaration import OpSpec
+from .declaration import OpSpec, derived
 from .oracles import _outputs, assert_outputs, call_as_declared, make_args, oracle
 
 
@@ -35,7 +35,7 @@ def check_export(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         assert_outputs(spec, got, oracle(spec, args), "deserialized artifact", args)
         # A different size along the symbolic axis: one artifact serves both.
         smaller = {**spec.sizes, spec.symbolic_axis: 1}
-        other = make_args(OpSpec(**{**spec.__dict__, "sizes": smaller}), rng)
+        other = make_args(derived(spec, sizes=smaller), rng)
         got = call_as_declared(loaded.call, *jax.device_put(other, cpu))
         where = f"deserialized artifact, {spec.symbolic_axis} = 1"
         assert_outputs(spec, got, oracle(spec, other), where, other)

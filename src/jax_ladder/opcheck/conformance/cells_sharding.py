@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import jax
@@ -18,7 +17,7 @@ from jax.sharding import PartitionSpec as P
 from ..devices import mesh_devices
 
 # isort: split
-from .declaration import MESHES, NEW_AXIS, OpSpec
+from .declaration import MESHES, NEW_AXIS, OpSpec, derived
 from .hlo import assert_collectives
 from .oracles import (
     _CPU,
@@ -348,7 +347,7 @@ def check_grad_grad_explicit(spec: OpSpec, cell: str, rng: np.random.Generator) 
         want = _grad_grad(spec, reference, cts64, directions64)(*(_to64(a) for a in args))
     # assert_grads holds the declaration's gradient_tolerance: the second order's, here.
     tolerance = spec.second_order_tolerance or spec.gradient_tolerance
-    held = replace(spec, gradient_tolerance=tolerance)
+    held = derived(spec, gradient_tolerance=tolerance)
     where = "jit(grad(grad(vmap)))" if batched else "jit(grad(grad))"
     inputs = {"batched": args} if batched else {"inputs": args}
     assert_grads(held, got, [np.asarray(w) for w in want], where=where, **inputs)

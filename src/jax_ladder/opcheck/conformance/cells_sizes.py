@@ -1,4 +1,6 @@
-"""The size cells: size-<d>-1, size-<d>-ragged and size-<d>-large."""
+"""The size cells: size-<d>-1, size-<d>-ragged and size-<d>-large; and, for
+an op whose arguments have leading axes ("..."), size-...-0 and size-...-2:
+none, and two (LEADING_RANKS)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import math
 import jax
 import numpy as np
 
-from .declaration import LARGE, OpSpec
+from .declaration import LARGE, OpSpec, derived
 from .oracles import (
     _diff_args,
     _grad,
@@ -21,6 +23,12 @@ from .oracles import (
     oracle,
     vjp_oracle,
 )
+from .signature import expand_leading
+from .validation import LEADING
+
+# size-...-<rank>: the leading axes' sizes, where the declaration has "...":
+# none (the op on its named axes alone), and two of them.
+LEADING_RANKS = {"0": (), "2": (2, 3)}
 
 
 def cell_size(spec: OpSpec, axis: str, kind: str) -> int:
@@ -42,11 +50,19 @@ def cell_size(spec: OpSpec, axis: str, kind: str) -> int:
 def check_size(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     """One axis at size 1, at a ragged size or at several times its declared
     size (a kernel's grid rounding down leaves a ragged tail unwritten; a row
-    of one takes another path): jitted values and gradient against the oracle."""
+    of one takes another path): jitted values and gradient against the oracle.
+    size-...-<rank>: the leading axes "..." stands for, at LEADING_RANKS[rank]
+    (run_cell hands this cell the declaration with "..." unexpanded)."""
     axis, kind = cell.removeprefix("size-").rsplit("-", 1)
-    size = cell_size(spec, axis, kind)
-    args = make_args(spec, rng, sizes={axis: size})
-    where = f"{axis} = {size}"
+    if axis == LEADING:
+        lead = LEADING_RANKS[kind]
+        spec = expand_leading(derived(spec, sizes={**spec.sizes, LEADING: lead}))
+        args = make_args(spec, rng)
+        where = f"leading axes {lead}"
+    else:
+        size = cell_size(spec, axis, kind)
+        args = make_args(spec, rng, sizes={axis: size})
+        where = f"{axis} = {size}"
     hard = ill_conditioned(spec, cell) is not None
     got = call_as_declared(jax.jit(spec.op), *args)
     ref = _outputs(jax.jit(spec.reference)(*args)) if hard else None

@@ -6,15 +6,25 @@ no cell (the cells import it)."""
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..compare import Ulps
+from .signature import args_and_outputs
+from .validation import (
+    DeclarationError,
+    check_arg,
+    check_collectives,
+    check_refuse,
+    check_spec,
+    is_named,
+)
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 
@@ -64,6 +74,9 @@ class Arg:
     domain: tuple[float, float] = (-math.inf, math.inf)
     smallest: float = 0.0
 
+    def __post_init__(self) -> None:
+        check_arg(self)  # a mistake: DeclarationError, naming the field and the fix
+
 
 @dataclass(frozen=True)
 class Refuse:
@@ -73,6 +86,9 @@ class Refuse:
     error: type[BaseException] | tuple[type[BaseException], ...]
     match: str
     why: str
+
+    def __post_init__(self) -> None:
+        check_refuse(self)
 
 
 @dataclass(frozen=True)
@@ -89,10 +105,7 @@ class Collectives:
     gradient: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
-        named = {**(self.forward or {}), **(self.gradient or {})}
-        unknown = sorted(set(named) - set(COLLECTIVES))
-        assert not unknown, f"not collectives: {unknown} (they are {COLLECTIVES})"
-        assert self.forward is not None or self.gradient is not None, "declare a program"
+        check_collectives(self, COLLECTIVES)
 
 
 @dataclass(frozen=True)
@@ -106,13 +119,19 @@ class OpSpec:
     # run in float64 (independent of the op, not of the reference's formula,
     # which test_reference.py then holds to a hand-written float64 oracle)
     oracle: Callable[..., Any] | None
-    args: tuple[Arg, ...]
-    outputs: tuple[tuple[str, ...], ...]  # the named axes of each output
-    sizes: Mapping[str, int]  # every named axis's size in the cells (multiples of 4 shard)
+    # Each positional argument, and the named axes of each output; or, in one
+    # line, signature="x[b,n], w[n] -> [b,n]" (signature.py), which fills them.
+    # An axis list may begin with "..." (LEADING): any leading axes.
+    args: tuple[Arg, ...] = ()
+    outputs: tuple[tuple[str, ...], ...] = ()
+    # every named axis's size in the cells (multiples of 4 shard); "...": the
+    # leading axes' sizes, a tuple (default validation.DEFAULT_LEADING)
+    sizes: Mapping[str, Any] = field(default_factory=dict)
     # How far the op's outputs and gradients may be from the oracle's (see
     # tests/compare.py); op_spec.py says why each count is what the op needs.
-    tolerance: Ulps
-    gradient_tolerance: Ulps
+    # Required (None: a DeclarationError saying so).
+    tolerance: Ulps = None  # type: ignore[assignment]
+    gradient_tolerance: Ulps = None  # type: ignore[assignment]
     dtype: str = "float32"  # the dtype of the cells' floating-point arguments
     # Every dtype the op supports, where more than `dtype`: each cell also
     # runs in each other one, as <cell>@<dtype> (check-grads-* computes in
@@ -161,11 +180,34 @@ class OpSpec:
     # oracle, in the same dtype, so nobody clips a domain or lists a whole
     # cell as failing, and an op worse than the reference still fails.
     ill_conditioned: Mapping[str, str] = field(default_factory=dict)
+    # The short form of args and outputs (signature.py), and the Arg options
+    # its line has no syntax for, by argument name: {"x": dict(domain=(0, 1))}.
+    # Not fields: a declaration holds the args and outputs they make.
+    signature: InitVar[str | None] = None
+    arg_options: InitVar[Mapping[str, Mapping[str, Any]] | None] = None
 
-    def __post_init__(self) -> None:
-        if self.dtypes is not None and self.dtype not in self.dtypes:
+    def __post_init__(
+        self, signature: str | None, arg_options: Mapping[str, Mapping[str, Any]] | None
+    ) -> None:
+        owner = f"OpSpec {self.name!r}"
+        if signature is not None:
+            if self.args or self.outputs:
+                raise DeclarationError(
+                    f"{owner}: give signature= or args= and outputs=, not both "
+                    "(signature='x[b,n] -> [b,n]' fills both)"
+                )
+            args, outputs = args_and_outputs(owner, signature, arg_options)
+            object.__setattr__(self, "args", args)
+            object.__setattr__(self, "outputs", outputs)
+        elif arg_options:
+            raise DeclarationError(
+                f"{owner}: arg_options goes with signature=; with args=, give each Arg its "
+                "options (Arg('x', ('n',), domain=(0.0, math.inf)))"
+            )
+        if isinstance(self.dtypes, (tuple, list)) and self.dtypes and self.dtype not in self.dtypes:
             # `dtype` is the first of `dtypes` where only those were given.
             object.__setattr__(self, "dtype", self.dtypes[0])
+        check_spec(self)  # every field; a mistake: DeclarationError, one line
 
     @property
     def cell_dtypes(self) -> tuple[str, ...]:
@@ -177,7 +219,7 @@ class OpSpec:
     def axes(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for arg in self.args:
-            seen.update(dict.fromkeys(arg.axes))
+            seen.update(dict.fromkeys(a for a in arg.axes if is_named(a)))
         return tuple(seen)
 
 
@@ -185,7 +227,17 @@ def in_dtype(spec: OpSpec, cell: str) -> tuple[OpSpec, str]:
     """The declaration a cell runs with, and its name in the cell functions:
     <cell>@<dtype> runs <cell> with that dtype."""
     base, _, dtype = cell.partition("@")
-    return (replace(spec, dtype=dtype, dtypes=None) if dtype else spec), base
+    return (derived(spec, dtype=dtype, dtypes=None) if dtype else spec), base
+
+
+def derived(spec: OpSpec, **changes: Any) -> OpSpec:
+    """spec with these fields changed, not validated again: a declaration a
+    cell derives (in one dtype, whose refusals of the other dtypes' cells
+    then name no cell of its own)."""
+    out = copy.copy(spec)
+    for name, value in changes.items():
+        object.__setattr__(out, name, value)
+    return out
 
 
 def refusal(spec: OpSpec, cell: str) -> Refuse | None:

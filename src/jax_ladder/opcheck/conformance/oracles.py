@@ -29,11 +29,12 @@ from ..compare import (
 
 # isort: split
 from .declaration import REFERENCE_FACTOR, Arg, OpSpec, refusal
+from .validation import shape_of
 
 
 # --- Inputs ---------------------------------------------------------------------
 def _shape(spec: OpSpec, axes: tuple[str, ...]) -> tuple[int, ...]:
-    return tuple(spec.sizes[a] for a in axes)
+    return shape_of(axes, spec.sizes)
 
 
 def _float(dtype: Any) -> bool:
@@ -85,7 +86,7 @@ def make_args(
     sizes = {**spec.sizes, **(sizes or {})}
     out = []
     for arg in spec.args:
-        values = draw(arg, tuple(sizes[a] for a in arg.axes), rng)
+        values = draw(arg, shape_of(arg.axes, sizes), rng)
         out.append(jnp.asarray(values, arg.dtype or dtype or spec.dtype))
     drawn("args", out)
     return out
