@@ -9,6 +9,7 @@ module on PYTHONPATH), exits 1 and prints the error; the same script with
 the right op exits 0, so it is no test that cannot fail."""
 
 import dataclasses
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -215,3 +216,28 @@ def test_every_value_cell_failure_shows_the_inputs(planted):
     for result in report:
         assert result.outcome == "failed", result
         assert re.search(r"^  input x", result.message, re.M), result.message
+
+
+def test_the_plugin_shrinks_a_failed_cell_when_asked(planted, tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    kit = str(Path(jax_ladder.__file__).parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([kit, str(tmp_path)]),
+        "JAX_PLATFORMS": "cpu",
+    }
+    installed = importlib.metadata.entry_points(group="pytest11", name="jax_ladder_opcheck")
+    plugin = [] if installed else ["-p", "jax_ladder.opcheck.plugin"]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *plugin]
+    command += ["--opcheck", "planted_spec.py::DROPPING", "--opcheck-cells", "jit"]
+    command += ["--opcheck-shrink", "--opcheck-repro-dir", "repro"]
+    run = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "shrunk: still fails at b = 1 (declared 8), n = 4 (declared 16)" in run.stdout, (
+        run.stdout
+    )
+    script = tmp_path / "repro" / "repro_rowdot_jit.py"
+    assert f"repro: python {script}" in run.stdout, run.stdout
+    assert run_alone(script, tmp_path).returncode == 1

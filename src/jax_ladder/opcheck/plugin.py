@@ -103,6 +103,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(so does --tb=long)",
     )
     group.addoption(
+        "--opcheck-shrink",
+        action="store_true",
+        help="a failed cell is run again on smaller declarations (its axes' sizes, then "
+        "its values: jax_ladder.opcheck.shrink), and its failure names the smallest "
+        "that still fails and a standalone script reproducing it, in --opcheck-repro-dir",
+    )
+    group.addoption(
+        "--opcheck-repro-dir",
+        default="opcheck-repro",
+        metavar="DIR",
+        help="where --opcheck-shrink writes its repro scripts (default opcheck-repro)",
+    )
+    group.addoption(
         "--opcheck-cells",
         default=None,
         metavar="GLOBS",
@@ -541,6 +554,7 @@ class Cell(pytest.Item):
         self.variable = variable  # the declaration's name for the spec, for check()
         self.source = source  # a replayed recording: which, and the test that made it
         self.base_name = self.name.removesuffix(f"[seed-{seed}]")
+        self.shrunk: list[str] = []  # --opcheck-shrink's lines, for a failure
 
     def runtest(self) -> None:
         from .conformance import run_cell
@@ -551,13 +565,26 @@ class Cell(pytest.Item):
                 run_cell(self.spec, self.cell, seeded_rng(self.seed, self.spec.name, self.cell))
         except TooFewDevices as why:
             pytest.skip(str(why))
+        except (Exception, pytest.fail.Exception):
+            if self.config.getoption("opcheck_shrink") and not self.source:
+                self.shrunk = self.shrink()
+            raise
+
+    def shrink(self) -> list[str]:
+        """--opcheck-shrink: the smallest declaration this cell still fails on,
+        and the script that reproduces it (shrink.py)."""
+        from .shrink import shrink
+
+        directory = self.config.invocation_params.dir / self.config.getoption("opcheck_repro_dir")
+        found = shrink(self.spec, self.cell, self.seed, directory)
+        return found.lines() if found is not None else ["shrunk: it passed when run again"]
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         """The error's first line (it names the cell), then the seed and the
         commands that rerun this cell alone; the whole traceback with
         --opcheck-tracebacks or --tb=long."""
         error = excinfo.value
-        footer = self.rerun()
+        footer = "\n".join([self.rerun(), *self.shrunk])
         config = self.config
         if config.getoption("opcheck_tracebacks") or config.getoption("tbstyle") == "long":
             shown = super().repr_failure(excinfo, style)
