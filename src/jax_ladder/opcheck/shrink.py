@@ -193,10 +193,16 @@ def shrink(
     wanted = signature(result.message)
     best = (spec, result, record, "as declared")
 
-    def fails(candidate: Any) -> bool:
+    def fails(changes: Mapping[str, Any]) -> bool:
+        """Whether the smallest declaration so far, with these changes, fails
+        the same way (one the declaration language refuses does not)."""
         nonlocal runs, best
         if runs >= max_runs or time.monotonic() - start > budget_s:
             raise _Spent
+        try:
+            candidate = dataclasses.replace(best[0], **changes)
+        except (ValueError, TypeError):
+            return False
         got, drawn = _run(candidate, cell, seed)
         runs += 1
         if got.outcome == "failed" and signature(got.message) == wanted:
@@ -209,23 +215,26 @@ def shrink(
             current = best[0]
             declared, passed = current.sizes[axis], 0
             for size in _candidates(declared):
-                if fails(dataclasses.replace(current, sizes={**current.sizes, axis: size})):
+                if fails({"sizes": {**current.sizes, axis: size}}):
                     # Bisect between the largest size that passed and this one.
                     low, high = passed, size
                     while high - low > 1:
                         middle = (low + high) // 2
-                        trial = dataclasses.replace(current, sizes={**current.sizes, axis: middle})
+                        trial = {"sizes": {**current.sizes, axis: middle}}
                         low, high = (low, middle) if fails(trial) else (middle, high)
                     break
                 passed = size
         if not cell.split("@")[0].startswith("hard-"):
             for name, step in VALUES.items():
                 current = best[0]
-                args = tuple(
-                    _rounded(a, step) if a.sample is None and a.dtype is None else a
-                    for a in current.args
-                )
-                if args != current.args and fails(dataclasses.replace(current, args=args)):
+                try:
+                    args = tuple(
+                        _rounded(a, step) if a.sample is None and a.dtype is None else a
+                        for a in current.args
+                    )
+                except (ValueError, TypeError):  # an Arg the declaration language refuses
+                    continue
+                if args != current.args and fails({"args": args}):
                     best = (*best[:3], name)
                     break
     final, failed, drawn, values = best
