@@ -54,7 +54,16 @@ def declare(name, op):
 GOOD = declare("scale", scale)
 BAD = declare("scale, off", scale_off)
 """
-MODULE = "def scale(x, w):\n    return x * w\n"
+MODULE = """import jax
+
+
+def scale(x, w):
+    return x * w
+
+
+def softmax(x):
+    return jax.nn.softmax(x, axis=-1)
+"""
 
 
 @pytest.fixture
@@ -161,6 +170,20 @@ def test_a_function_with_a_signature_is_checked_against_itself(folder):
     assert [c["cell"] for c in op["cells"]] == ["eager", "jit", "grad-x", "grad-w"]
 
 
+def test_a_signature_with_leading_axes_and_their_sizes(folder):
+    run = opcheck(
+        folder, "mymod:softmax", "--signature", "x[...,n] -> [...,n]", "--sizes", "...=2*3",
+        "--cells", "eager,jit,vmap-new-axis,grad-x", "--json", "r.json",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "mymod:softmax: 4 cells: 4 passed" in run.stdout
+    assert "sizes n=8, ...=2*3 (--sizes to change them)" in run.stdout
+    (op,) = json.loads((folder / "r.json").read_text())["ops"]
+    assert op["declaration"] == (
+        "mymod:softmax --signature 'x[...,n] -> [...,n]' --sizes 'n=8,...=2*3'"
+    )
+
+
 def test_list_prints_the_selected_cells_names(folder):
     run = opcheck(folder, "decl/specs.py::GOOD", "--list", "--cells", "vmap-of-*,grad-*")
     assert run.returncode == 0, run.stderr
@@ -200,7 +223,7 @@ def test_a_declaration_that_fails_to_import_is_one_line_and_exit_2(folder):
         (["{decl}/specs.py", "--signature", "x[n] -> [n]"], "--signature is for a MODULE:ATTR"),
         (["{decl}/specs.py", "--sizes", "n=4"], "--sizes is for --signature"),
         (["mymod:scale", "--signature", "x[b] w[b] -> [b]"], "expected ','"),
-        (["mymod:scale", "--signature", "x[b]"], "no '->'"),
+        (["mymod:scale", "--signature", "x[b]"], "expected ',' or '->' at column 5"),
         (["mymod:scale", "--signature", "x[b] -> [b]", "--sizes", "n=4"], "has no axis 'n'"),
         (["mymod:nothing", "--signature", "x[b] -> [b]"], "'mymod' has no attribute 'nothing'"),
     ],
