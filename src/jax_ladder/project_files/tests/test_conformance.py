@@ -129,11 +129,12 @@ def test_a_platforms_declared_arithmetic_widens_its_results_tolerance_only(
         assert_close(got, want, EXACT, platform="cpu")
 
 
-def unary(op, reference, axes=("n",), sizes=None):
-    """The declaration of a one-argument op, for the negative controls."""
+def unary(op, reference, axes=("n",), sizes=None, out=None):
+    """The declaration of a one-argument op, for the negative controls (out:
+    its output's axes, where not the argument's)."""
     x = Arg("x", axes)
     sizes = sizes or {"n": 8}
-    return OpSpec("op", op, reference, None, (x,), (axes,), sizes, EXACT, EXACT)
+    return OpSpec("op", op, reference, None, (x,), (out or axes,), sizes, EXACT, EXACT)
 
 
 def test_the_hard_zeros_cell_tells_the_signs_of_infinity_apart(unrecorded, rng):
@@ -291,7 +292,8 @@ def test_donations_are_held_to_the_compiled_aliases(unrecorded, rng):
     spec = unary(jax.jit(jnp.sin, donate_argnums=0), jnp.sin)
     with pytest.raises(AssertionError, match=r"^\[eager\] eager: arguments \[0\] consumed"):
         run_cell(spec, "eager", rng)
-    run_cell(unary(jnp.transpose, jnp.transpose, ("n", "m"), {"n": 4, "m": 8}), "jit-donate", rng)
+    transposed = unary(jnp.transpose, jnp.transpose, ("n", "m"), {"n": 4, "m": 8}, ("m", "n"))
+    run_cell(transposed, "jit-donate", rng)
 
 
 def test_every_declared_refusal_names_a_cell():
