@@ -355,13 +355,20 @@ def summary(name: str, value, fixed=None) -> str:
     if fixed is not None and len(fixed) == array.ndim:
         part = array[tuple(slice(None) if i is None else i for i in fixed)]
         where = ", ".join(":" if i is None else str(i) for i in fixed)
+        if part.size == 1:  # the element: and the whole's range, for an op of rows
+            return f"{head}, {name}[{where}] = {_values(part)}, " + _range(array)
         if part.size <= SMALL:
             return f"{head}, {name}[{where}] = {_values(part)}"
+    return f"{head}, {_range(array)}"
+
+
+def _range(array) -> str:
+    """An array's smallest and largest values, and how many are not finite."""
     if array.dtype.kind not in "biuf" and not jnp.issubdtype(array.dtype, jnp.floating):
-        return head
+        return "values not shown"
     values = np.asarray(array, np.float64)
     finite = values[np.isfinite(values)]
-    said = f"{head}, min {finite.min():.6g}, max {finite.max():.6g}" if finite.size else head
+    said = f"min {finite.min():.6g}, max {finite.max():.6g}" if finite.size else "none finite"
     nonfinite = values.size - finite.size
     return said + (f", {nonfinite} non-finite" if nonfinite else "")
 
