@@ -48,8 +48,7 @@ SOFTMAX = OpSpec(
     op=softmax,
     reference=softmax_reference,
     oracle=softmax_oracle,
-    args=(Arg("x", ("b", "n")),),
-    outputs=(("b", "n"),),
+    signature="x[b,n] -> [b,n]",  # args=(Arg("x", ("b", "n")),), outputs=(("b", "n"),)
     sizes={"b": 8, "n": 16},
     # exp(x - max): the rounding of x - max (half an ulp of it) becomes a
     # relative error of |x - max| / 2 ulps in the exponential, up to 3 for
@@ -102,8 +101,7 @@ def _gelu(name, op, reference, oracle, tolerance, gradient_tolerance):
         op=op,
         reference=reference,
         oracle=oracle,
-        args=(Arg("x", ("n",)),),
-        outputs=(("n",),),
+        signature="x[n] -> [n]",
         sizes={"n": 16},
         tolerance=tolerance,
         gradient_tolerance=gradient_tolerance,
@@ -198,8 +196,7 @@ def _simplex(dtype, tolerance, gradient_tolerance, **more):
         op=simplex,
         reference=simplex_reference,
         oracle=simplex_oracle,
-        args=(Arg("x", ("n",)),),
-        outputs=(("n",),),
+        signature="x[n] -> [n]",
         sizes={"n": 16},
         dtype=dtype,
         tolerance=tolerance,
@@ -349,6 +346,8 @@ def _matmul(name, sizes):
         op=matmul,
         reference=matmul_reference,
         oracle=matmul_oracle,
+        # The long form, for each argument's domain (or, in one line,
+        # signature="x[m,k], y[k,n] -> [m,n]" with arg_options={"x": {"domain": ...}, ...}).
         args=(
             Arg("x", ("m", "k"), domain=_MATMUL_DOMAIN),
             Arg("y", ("k", "n"), domain=_MATMUL_DOMAIN),
