@@ -241,3 +241,22 @@ def test_the_plugin_shrinks_a_failed_cell_when_asked(planted, tmp_path):
     script = tmp_path / "repro" / "repro_rowdot_jit.py"
     assert f"repro: python {script}" in run.stdout, run.stdout
     assert run_alone(script, tmp_path).returncode == 1
+
+
+def test_the_command_shrinks_the_first_failure_of_each_cause(planted, tmp_path):
+    kit = str(Path(jax_ladder.__file__).parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([kit, str(tmp_path)]),
+        "JAX_PLATFORMS": "cpu",
+    }
+    command = [sys.executable, "-m", "jax_ladder", "opcheck", "planted_spec.py::DROPPING"]
+    command += ["--cells", "eager,jit", "--shrink", "--repro-dir", "repro"]
+    run = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    # eager and jit fail alike (one likely cause): the first of them is shrunk.
+    assert run.stdout.count("shrunk: still fails at b = 1 (declared 8), n = 4") == 1, run.stdout
+    assert "repro: python repro/repro_rowdot_eager.py" in run.stdout, run.stdout
+    assert run_alone(tmp_path / "repro" / "repro_rowdot_eager.py", tmp_path).returncode == 1

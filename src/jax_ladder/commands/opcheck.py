@@ -84,6 +84,19 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--json", metavar="PATH", help="write the reports as JSON to PATH (- : stdout)")
     p.add_argument("--junit", metavar="PATH", help="write the reports as JUnit XML to PATH")
     p.add_argument("--list", action="store_true", help="print the cells' names; run nothing")
+    p.add_argument(
+        "--shrink",
+        action="store_true",
+        help="run the first failed cell of each likely cause again on smaller declarations "
+        "(jax_ladder.opcheck.shrink): the smallest sizes and values it still fails at, and a "
+        "standalone script that reproduces it, in --repro-dir",
+    )
+    p.add_argument(
+        "--repro-dir",
+        default="opcheck-repro",
+        metavar="DIR",
+        help="where --shrink writes its repro scripts (default opcheck-repro)",
+    )
 
 
 @dataclass
@@ -147,6 +160,8 @@ def run(args: Args) -> int:
             raise UsageError(_one_line(str(error))) from None
         reports.append(report)
         print("\n".join(_text(target, report, args.seed)), file=out, flush=True)
+        if args.shrink:
+            _shrink(target, report, args.seed, args.repro_dir, out)
     total = sum(r.seconds for r in reports)
     failed = sum(len(r.failed) for r in reports)
     count = sum(len(r) for r in reports)
@@ -162,6 +177,18 @@ def run(args: Args) -> int:
     if args.junit:
         _write(args.junit, junit_xml(reports), "--junit")
     return 1 if failed else 0
+
+
+def _shrink(target: Target, report: Report, seed: int, directory: str, out: Any) -> None:
+    """--shrink: the first failed cell of each group, shrunk (shrink.py)."""
+    from jax_ladder.opcheck.shrink import shrink
+
+    for group in report.failure_groups():
+        cell = group.first.cell
+        print(f"  shrinking {cell}…", file=out, flush=True)
+        found = shrink(target.spec, cell, seed, directory)
+        lines = found.lines() if found is not None else ["shrunk: it passed when run again"]
+        print("\n".join(f"    {line}" for line in lines), file=out, flush=True)
 
 
 def _selected(select_cells: Any, spec: OpSpec, patterns: list[str] | None) -> list[str]:
