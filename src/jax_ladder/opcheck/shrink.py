@@ -156,7 +156,7 @@ def _rounded(arg: Any, step: float) -> Any:
     low, high = arg.domain
 
     def sample(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        values = np.round(rng.standard_normal(shape) / step) * step
+        values = np.round(rng.standard_normal(shape) / step) * step + 0.0  # no -0.0
         if low >= 0:
             values = np.abs(values)
         elif high <= 0:
@@ -353,6 +353,7 @@ def write_repro(
         f"the float64 oracle ({'the declared oracle' if oracle else 'the reference in float64'}"
         f", on the CPU)",
         f"{'IEEE' if widen == 1 else f'{widen:g}x IEEE'} counts on {platform}",
+        path,
     )
     text = (
         header
@@ -379,7 +380,7 @@ def _import(found: tuple[str, str], alias: str) -> str:
     return f"from {module} import {head}\n\n{alias} = {head}.{rest}"
 
 
-def _docstring(spec, cell, seed, message, values, roots, oracle, counts) -> str:
+def _docstring(spec, cell, seed, message, values, roots, oracle, counts, script) -> str:
     sizes = ", ".join(f"{a} = {s}" for a, s in spec.sizes.items())
     failure = textwrap.indent(message.strip(), "    ")
     path = f"PYTHONPATH={':'.join(roots)} " if roots else ""
@@ -394,7 +395,7 @@ compares each result with {oracle}
 within the declared tolerance ({counts}), prints the worst error of
 each, and exits 1 while one is beyond it (0 once the op is fixed).
 
-    {path}python {{this file}}
+    {path}python {script}
 """
 
 '''
