@@ -94,7 +94,7 @@ PLATFORM_BITS = {("tpu", "float64"): 45, ("tpu", "float32"): 16}
 # so a program of those alone is held to IEEE's counts there (a declared
 # Ulps(4) accepts 4 ulps, not 1,024). A TPU's float64 is emulated: every kind.
 PLATFORM_KINDS = {("tpu", "float32"): frozenset({"transcendental", "reduction"})}
-# jaxpr primitives -> their kind (operation_kinds in conformance.py reads a
+# jaxpr primitives -> their kind (operation_kinds in conformance/oracles.py reads a
 # program's): not correctly rounded elementwise functions, and sums whose
 # order and accumulation a platform chooses (matmuls included).
 TRANSCENDENTAL = frozenset(
@@ -156,7 +156,7 @@ def assert_close(
     nothing of the terms that cancelled to make it (rounding noise of 2e-8
     against a zero would be 1e37 ulps): both counts are then taken at scale.
     also: an error each element may have besides (an ill-conditioned cell's
-    multiple of the reference's own error, conformance.py). kinds: the kinds
+    multiple of the reference's own error, conformance/oracles.py). kinds: the kinds
     of operation that computed got (PLATFORM_KINDS; None: unknown, any).
 
     dtype: the op's result dtype; got's own unless given (pass it where got

@@ -1,4 +1,4 @@
-"""Every cell of the conformance matrix (tests/conformance.py) for the op
+"""Every cell of the conformance matrix (tests/conformance/) for the op
 declared in tests/op_spec.py, and the README's table of them."""
 
 import os

@@ -1,7 +1,7 @@
 {%- set seq = cookiecutter.symbolic_dims == "batch,seq" -%}
 {%- set op = cookiecutter.op_name -%}
 {%- set skeleton = cookiecutter.example == "none" -%}
-"""The declaration of the op's signature, from which tests/conformance.py
+"""The declaration of the op's signature, from which tests/conformance/
 builds every transformation x sharding x platform cell (tests/test_conformance.py)
 and the README's support table (tests/support_table.py); the other tests take
 the reference, the oracle and the tolerances from here too.

@@ -3,7 +3,7 @@ is computed shard by shard, forward and backward, with explicit and with auto
 mesh axes, and the compiled program communicates no more than the plain-JAX
 reference's own program does.
 
-tests/conformance.py checks one axis sharded on simple meshes; these cases add
+tests/conformance/ checks one axis sharded on simple meshes; these cases add
 2-D meshes, specs that leave mesh axes unnamed, several sharded leading axes,
 shard_maps that leave a mesh axis free, and the result's sharding. Gradients
 are taken against a random cotangent: the gradient of sum(op(x)) is not a

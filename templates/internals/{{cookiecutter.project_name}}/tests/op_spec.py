@@ -1,5 +1,5 @@
 """The declaration of the op: its signature, its float64 oracle and its
-tolerances, from which tests/conformance.py builds every transformation x
+tolerances, from which tests/conformance/ builds every transformation x
 sharding x platform cell (tests/test_conformance.py) and the README's support
 table (tests/support_table.py).
 {%- if cookiecutter.example == "none" %}

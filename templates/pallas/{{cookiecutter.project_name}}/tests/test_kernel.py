@@ -386,7 +386,7 @@ def test_race_detector_fires_on_a_missing_commit_smem(rng, strict, monkeypatch):
 
 def kernel_matmul_precisions(fn, *args):
     """The precision of every dot_general inside the Pallas kernels fn runs
-    (tests/conformance.py's matmul checks skip kernels: their matmuls are the
+    (the matmul checks in tests/conformance/ skip kernels: their matmuls are the
     hardware's, which op_spec.py declares)."""
     found = []
 

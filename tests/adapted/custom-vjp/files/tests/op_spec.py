@@ -1,4 +1,4 @@
-"""The declaration of softplus's signature, from which tests/conformance.py
+"""The declaration of softplus's signature, from which tests/conformance/
 builds every cell, and the README's support table, tests/test_reference.py and
 benchmarks/bench.py work."""
 

@@ -1,5 +1,5 @@
 """The declaration of the op: its signature, its float64 oracle and its
-tolerances, from which tests/conformance.py builds every cell
+tolerances, from which tests/conformance/ builds every cell
 (tests/test_conformance.py) and the README's support table."""
 
 import numpy as np

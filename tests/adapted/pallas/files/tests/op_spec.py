@@ -1,4 +1,4 @@
-"""The declaration of the op's signature, from which tests/conformance.py
+"""The declaration of the op's signature, from which tests/conformance/
 builds every transformation x sharding x platform cell (tests/test_conformance.py)
 and the README's support table (tests/support_table.py)."""
 
