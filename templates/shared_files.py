@@ -49,6 +49,7 @@ CONFORMANCE = (
     "signature.py",
     "validation.py",
     "oracles.py",
+    "results.py",
     "hlo.py",
     "cells_values.py",
     "cells_vmap.py",

@@ -11,8 +11,12 @@ dispatches a cell to its family's check; every name below is importable
 from here):
   declaration         OpSpec, Arg, Refuse, Collectives, the constants, and
                       what a declaration says of a cell (refusal, in_dtype)
+  signature           OpSpec(signature=...): an op's signature in one line
+  validation          a declaration checked when it is made (DeclarationError,
+                      check_declaration), leading axes ("...")
   oracles             inputs (make_args, new axes), the float64 oracles, the
-                      comparisons, abstract results and determinism
+                      comparisons
+  results             abstract results, determinism, no input consumed
   hlo                 what compiled programs say: aliasing, collectives,
                       matmuls and their precision
   cells_values        eager, jit, jit-donate
@@ -151,12 +155,8 @@ from .hlo import (
     narrowing_matmuls,
 )
 from .oracles import (
-    assert_as_declared,
-    assert_as_reference,
-    assert_deterministic,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     draw,
     ill_conditioned,
@@ -165,14 +165,9 @@ from .oracles import (
     oracle,
     vjp_oracle,
 )
+from .results import assert_as_declared, assert_as_reference, assert_deterministic, call_as_declared
 from .signature import Signature, expand_leading, parse_signature, uses_leading
-from .validation import (
-    DEFAULT_LEADING,
-    LEADING,
-    DeclarationError,
-    check_declaration,
-    shape_of,
-)
+from .validation import DEFAULT_LEADING, LEADING, DeclarationError, check_declaration, shape_of
 
 __all__ = [
     "COLLECTIVES",

@@ -28,15 +28,14 @@ from .oracles import (
     _outputs,
     _stack,
     _to64,
-    assert_deterministic,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     make_args,
     oracle,
     vjp_oracle,
 )
+from .results import assert_deterministic, call_as_declared
 
 
 def check_autodiff(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:

@@ -19,12 +19,12 @@ from .oracles import (
     _stack,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     make_args,
     oracle,
     vjp_oracle,
 )
+from .results import call_as_declared
 
 
 def check_control_flow(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:

@@ -12,7 +12,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .declaration import OpSpec, derived
-from .oracles import _outputs, assert_outputs, call_as_declared, make_args, oracle
+from .oracles import _outputs, assert_outputs, make_args, oracle
+from .results import call_as_declared
 
 
 def check_export(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:

@@ -23,7 +23,6 @@ from .oracles import (
     _stack,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     drawn,
     ill_conditioned,
@@ -31,6 +30,7 @@ from .oracles import (
     oracle,
     vjp_oracle,
 )
+from .results import call_as_declared
 
 
 # Each case: (rng, shape, dtype, smallest, largest) -> float64 values, where

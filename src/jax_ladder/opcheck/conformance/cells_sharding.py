@@ -30,12 +30,12 @@ from .oracles import (
     _to64,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     make_args,
     oracle,
     vjp_oracle,
 )
+from .results import call_as_declared
 
 
 # --- shard_map -----------------------------------------------------------------------

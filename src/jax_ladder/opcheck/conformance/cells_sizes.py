@@ -16,13 +16,13 @@ from .oracles import (
     _outputs,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     ill_conditioned,
     make_args,
     oracle,
     vjp_oracle,
 )
+from .results import call_as_declared
 from .signature import expand_leading
 from .validation import LEADING
 

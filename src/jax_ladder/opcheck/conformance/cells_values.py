@@ -10,15 +10,13 @@ import numpy as np
 
 from .declaration import OpSpec
 from .hlo import _aliased
-from .oracles import (
+from .oracles import assert_outputs, make_args, oracle
+from .results import (
     _assert_none_consumed,
     assert_as_declared,
     assert_as_reference,
     assert_deterministic,
-    assert_outputs,
     call_as_declared,
-    make_args,
-    oracle,
 )
 
 

@@ -24,13 +24,13 @@ from .oracles import (
     _stack,
     assert_grads,
     assert_outputs,
-    call_as_declared,
     cotangents_for,
     drawn,
     make_args,
     oracle,
     vjp_oracle,
 )
+from .results import call_as_declared
 
 
 def _mixed_axes(args: list[Any]) -> list[int | None]:

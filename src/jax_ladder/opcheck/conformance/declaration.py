@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..compare import Ulps
+
+# isort: split
 from .signature import args_and_outputs
 from .validation import (
     DeclarationError,

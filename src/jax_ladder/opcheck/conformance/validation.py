@@ -280,6 +280,8 @@ def check_spec(spec: Any) -> None:
     """Every field of an OpSpec whose args and outputs are filled (the
     signature parsed). Normalises lists given for tuples."""
     from ..compare import MATMUL_INPUT_BITS
+
+    # isort: split
     from .declaration import Arg, Collectives, Refuse
 
     if not isinstance(spec.name, str) or not spec.name.strip():
