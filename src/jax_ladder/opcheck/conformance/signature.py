@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .validation import LEADING, DeclarationError, leading_sizes
+from .validation import LEADING, DeclarationError, _floating, leading_sizes
 
 # A name, "...", "->", or one of [ ] , :
 _TOKEN = re.compile(r"(?P<name>[A-Za-z_]\w*)|(?P<leading>\.\.\.)|(?P<arrow>->)|(?P<punct>[\[\],:])")
@@ -186,12 +186,6 @@ def args_and_outputs(
                 given["differentiable"] = False
         args.append(Arg(name, axes, **given))
     return tuple(args), tuple(axes for _, axes in parsed.outputs)
-
-
-def _floating(name: str) -> bool:
-    from .validation import _floating
-
-    return _floating(name)
 
 
 # --- Leading axes in the cells ---------------------------------------------------------

@@ -70,10 +70,11 @@ def _dtype(name: Any) -> Any:
 
 
 def _floating(name: Any) -> bool:
+    """A floating (or complex: inexact) dtype's name, which has gradients."""
     import jax.numpy as jnp
 
     found = _dtype(name)
-    return found is not None and bool(jnp.issubdtype(found, jnp.floating))
+    return found is not None and bool(jnp.issubdtype(found, jnp.inexact))
 
 
 def _number(value: Any) -> bool:
