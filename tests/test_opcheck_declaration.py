@@ -184,9 +184,9 @@ MISTAKES = {
             "args": (),
             "outputs": (),
             "signature": "x[b,n], w[n] -> [b,n]",
-            "arg_options": {"w": {"domian": (0, 1)}},
+            "arg_options": {"w": {"domains": (0, 1)}},
         },
-        ["arg_options['w'] has 'domian', not an Arg option; did you mean 'domain'?"],
+        ["arg_options['w'] has 'domains', not an Arg option; did you mean 'domain'?"],
     ),
     "signature's dtype and arg_options'": (
         {
@@ -245,8 +245,8 @@ PART_MISTAKES = {
     ),
     "refusal without why": (lambda: Refuse(TypeError, "", ""), ["Refuse: why must say"]),
     "no collective": (
-        lambda: Collectives("why", forward={"all-gahter": 1}),
-        ["Collectives: forward names 'all-gahter', not a collective; did you mean 'all-gather'?"],
+        lambda: Collectives("why", forward={"all-gathers": 1}),
+        ["Collectives: forward names 'all-gathers', not a collective; did you mean 'all-gather'?"],
     ),
     "no program": (lambda: Collectives("why"), ["Collectives: declare a program"]),
     "count negative": (
