@@ -123,8 +123,13 @@ def recording() -> Iterator[list[Any]]:
 
 def _run(spec: Any, cell: str, seed: int) -> tuple[Any, list[Any]]:
     """One run of the cell as check() runs it: its CellResult and its draws."""
-    from .report import run_one, seeded_rng
+    from . import conformance
+    from .report import cell_environment, run_one, seeded_rng
 
+    # What run_cell checks once per declaration first, drawing inputs of its
+    # own: before the recording (a declaration it refuses, the run reports).
+    with contextlib.suppress(Exception), cell_environment():
+        getattr(conformance, "check_declaration", lambda spec: None)(spec)
     with recording() as record:
         result = run_one(spec, cell, seeded_rng(seed, spec.name, cell))
     return result, record
@@ -293,9 +298,11 @@ def _arrays(arrays: Any) -> str:
     return "[\n" + "".join(f"    {_literal(a)},\n" for a in arrays) + "]"
 
 
-def _find(record: list[Any], kind: str, nth: int = 0) -> Any:
+def _find(record: list[Any], kind: str, nth: int = -1) -> Any:
+    """The nth draw of a kind (the last by default: any draw the engine makes
+    before the cell's own, checking the declaration, comes first)."""
     found = [r for r in record if r[0] == kind]
-    return found[nth] if len(found) > nth else None
+    return found[nth] if -len(found) <= nth < len(found) else None
 
 
 def write_repro(
@@ -585,7 +592,7 @@ def _standalone_body(spec: Any, cell: str, record: list[Any]) -> str | None:
             main += _gradient_lines("jit(grad)", "jax.jit", grad_names)
         return "\n".join(lines + main + ["    return ok", ""])
     if cell.startswith("hard-"):
-        first, second = _find(record, "hard", 0), _find(record, "hard", 1)
+        first, second = _find(record, "hard", -2), _find(record, "hard", -1)
         if first is None or second is None:
             return None
         lines += [f"ARGS = {_arrays(first[1])}", "", f"MORE = {_arrays(second[1])}", ""]
