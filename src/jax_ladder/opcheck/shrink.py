@@ -342,6 +342,8 @@ def write_repro(
     gradient = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform)
     oracle, gradient_oracle = importable(spec.oracle), importable(spec.gradient_oracle)
     roots = sorted({_module_root(m) for m, _ in filter(None, (op, reference, oracle))} - {""})
+    assert op is not None  # else the engine's script, above
+    assert reference is not None
     imports = [_import(op, "op"), _import(reference, "reference")]
     imports.append(_import(oracle, "declared_oracle") if oracle else "declared_oracle = None")
     imports.append(
@@ -387,7 +389,17 @@ def _import(found: tuple[str, str], alias: str) -> str:
     return f"from {module} import {head}\n\n{alias} = {head}.{rest}"
 
 
-def _docstring(spec, cell, seed, message, values, roots, oracle, counts, script) -> str:
+def _docstring(
+    spec: Any,
+    cell: str,
+    seed: int,
+    message: str,
+    values: str,
+    roots: list[str],
+    oracle: str,
+    counts: str,
+    script: Path,
+) -> str:
     sizes = ", ".join(f"{a} = {s}" for a, s in spec.sizes.items())
     failure = textwrap.indent(message.strip(), "    ")
     path = f"PYTHONPATH={':'.join(roots)} " if roots else ""
@@ -708,7 +720,15 @@ _FLUSHED = '''def flushed(args):
 '''
 
 
-def _engine_script(spec, cell, seed, message, op, reference, values) -> str:
+def _engine_script(
+    spec: Any,
+    cell: str,
+    seed: int,
+    message: str,
+    op: tuple[str, str] | None,
+    reference: tuple[str, str] | None,
+    values: str,
+) -> str:
     """A script that reruns the cell through jax_ladder's engine, at the
     shrunk sizes: for what a standalone script does not reproduce."""
     location = _spec_location(spec)
