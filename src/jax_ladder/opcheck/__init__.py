@@ -17,7 +17,10 @@ matrix for any repository's op, from one declaration file (docs/opcheck.md).
   (`opcheck_specs`, `--opcheck`; not copied into projects);
 - intercept: the plugin's recording of the inputs a suite already gives an
   op (`--opcheck-record`), their replay, and the expected failures
-  (`opcheck_failures.json`; not copied into projects).
+  (`opcheck_failures.json`; not copied into projects);
+- shrink: a failing cell on the smallest declaration that still fails it,
+  and a standalone script that reproduces it (`check(..., shrink=True)`,
+  `--opcheck-shrink`; not copied into projects).
 
 Here, the declaration language (OpSpec, Arg, Refuse, Collectives, Ulps) and
 check(). They are imported when first used, not with this package: the
