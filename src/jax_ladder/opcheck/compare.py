@@ -313,7 +313,11 @@ def _details(details, index) -> list[str]:
     """The caller's lines on the inputs at an element (indented)."""
     if details is None:
         return []
-    return [f"  {line}" for line in details(tuple(int(i) for i in index)) if line]
+    try:
+        lines = details(tuple(int(i) for i in index))
+    except Exception as error:  # a message's details never hide the failure itself
+        lines = [f"(the inputs could not be shown: {type(error).__name__}: {error})"]
+    return [f"  {line}" for line in lines if line]
 
 
 def _assert_same_nonfinite(got, want, prefix, inputs_at, details=None):
