@@ -205,7 +205,7 @@ def test_a_vmap_failure_names_its_axes_and_the_batched_inputs(planted):
     assert lines[0].startswith(
         "[vmap-mixed] vmap, mixed in_axes, batch axis 1 out, output 0: off by"
     )
-    assert "  vmap in_axes=[2, None], out_axes=1" in message, message
+    assert "  batched: in_axes=[2, None], out_axes=1; the element is in slice " in message, message
     assert re.search(r"  input x \(batched on axis 2\): float32\[2, 4, 2\]", message), message
     assert re.search(r"  input w: float32\[4\] = \[\S+, \S+, \S+, \S+\]", message), message
 

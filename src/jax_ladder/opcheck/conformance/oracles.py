@@ -457,7 +457,7 @@ def _inputs_shown(
         rest = index[:axis] + index[axis + 1 :]
         fixed = dict(zip(axes, rest, strict=True)) if len(rest) == len(axes) else {}
         said = [
-            f"vmap in_axes={list(in_axes)}, out_axes={out_axis}; the element is in slice {slot}"
+            f"batched: in_axes={list(in_axes)}, out_axes={out_axis}; the element is in slice {slot}"
         ]
         for arg, value, ax in zip(spec.args, batched, in_axes, strict=True):
             at = fixed_of(arg, fixed)
