@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.test_util import check_grads
 
-from ..compare import assert_close, at_platform, platform_of
+from ..compare import assert_close, at_platform, platform_of, summary
 
 # isort: split
 from .declaration import NEW_AXIS, OpSpec, refusal
@@ -160,7 +160,13 @@ def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     except AssertionError as error:
         # check_grads' own message opens with an empty line: its gist, on one.
         gist = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        inputs = [f"  input {summary(a.name, v)}" for a, v in zip(spec.args, args, strict=True)]
         raise AssertionError(
-            f"check_grads(order={order}, modes={modes}) in float64, against finite "
-            f"differences: {gist}"
+            "\n".join(
+                [
+                    f"check_grads(order={order}, modes={modes}) in float64, against finite "
+                    f"differences: {gist}",
+                    *inputs,
+                ]
+            )
         ) from error
