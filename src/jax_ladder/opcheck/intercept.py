@@ -15,8 +15,9 @@ equal (shapes, dtypes and values) those of one kept, and at most KEEP in
 all. At the end of the run they are written beside the declaration,
 `<stem>.recorded.npz`, each with the test that made the call; a run that
 finds that file replays each recording through a few cells, the spec's axis
-sizes read from the recorded shapes and each argument's values the recorded
-ones.
+sizes read from the recorded shapes (an argument declared with "..." takes
+any leading axes: sizes["..."] is the call's leading shape) and each
+argument's values the recorded ones.
 
 The plugin reads INTERCEPT from the file's text (a literal), not by
 importing it: the wrapper must be in place before the user's tests, and the
@@ -39,7 +40,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .conformance import Arg, OpSpec
+from .conformance import LEADING, Arg, OpSpec
 
 KEEP_PER_TEST = 4  # calls kept of each test, each with other arguments than those kept
 KEEP = 32  # calls kept per op, in all
@@ -241,7 +242,9 @@ def read(path: Path) -> list[Recording]:
 
 def replayed(spec: OpSpec, recording: Recording) -> OpSpec:
     """The spec with the recording's inputs: each named axis's size read from
-    the recorded shapes, the floating arguments' dtype the recorded one, and
+    the recorded shapes (and sizes["..."], where an argument's axes begin
+    with "...", the recorded leading axes: the cells then draw and compare
+    at the call's own rank), the floating arguments' dtype the recorded one, and
     each argument's `sample` the recorded values (where a cell asks for
     another shape, the argument's own draw). ValueError where the recording
     does not fit the declaration."""
@@ -250,19 +253,15 @@ def replayed(spec: OpSpec, recording: Recording) -> OpSpec:
             f"{len(recording.values)} arguments recorded, {len(spec.args)} declared "
             f"({[a.name for a in spec.args]})"
         )
-    sizes: dict[str, int] = {}
+    sizes: dict[str, Any] = {}
     seen: dict[str, str] = {}
     floating: set[str] = set()
     for arg, values, dtype in zip(spec.args, recording.values, recording.dtypes, strict=True):
-        if values.ndim != len(arg.axes):
-            raise ValueError(
-                f"{arg.name} was recorded with shape {values.shape}, "
-                f"and its declared axes are {arg.axes}"
-            )
-        for axis, size in zip(arg.axes, values.shape, strict=True):
+        for axis, size in _axis_sizes(arg, values.shape):
             if sizes.setdefault(axis, size) != size:
+                what = "the leading axes ('...') are" if axis == LEADING else f"axis {axis!r} is"
                 raise ValueError(
-                    f"axis {axis!r} is {sizes[axis]} in {seen[axis]} and {size} in {arg.name} "
+                    f"{what} {sizes[axis]} in {seen[axis]} and {size} in {arg.name} "
                     "as recorded: the declaration gives both the same size"
                 )
             seen.setdefault(axis, arg.name)
@@ -279,6 +278,33 @@ def replayed(spec: OpSpec, recording: Recording) -> OpSpec:
     )
     dtype = floating.pop() if floating else spec.dtype
     return replace(spec, args=args, sizes={**spec.sizes, **sizes}, dtype=dtype)
+
+
+def _axis_sizes(arg: Arg, shape: tuple[int, ...]) -> list[tuple[str, Any]]:
+    """Each of the argument's declared axes with its size in a recorded shape:
+    "..." (LEADING) with the shape's leading axes, a tuple (any number of
+    them, none too), each named axis with its own. ValueError, saying why the
+    call cannot be replayed, where the shape has too few axes, or a number
+    the declaration does not take."""
+    declared = f"{arg.name}[{', '.join(arg.axes)}]"
+    if arg.axes[:1] == (LEADING,):
+        named = arg.axes[1:]
+        if len(shape) < len(named):
+            raise ValueError(
+                f"{arg.name} was recorded with shape {shape} ({len(shape)} axes), and the "
+                f"declaration {declared} needs at least {len(named)}: this call cannot be "
+                "replayed"
+            )
+        lead = len(shape) - len(named)
+        return [(LEADING, tuple(shape[:lead])), *zip(named, shape[lead:], strict=True)]
+    if len(shape) != len(arg.axes):
+        hint = f"{arg.name}[..., {', '.join(arg.axes)}]" if arg.axes else f"{arg.name}[...]"
+        raise ValueError(
+            f"{arg.name} was recorded with shape {shape} ({len(shape)} axes), and the "
+            f"declaration {declared} has {len(arg.axes)}: this call cannot be replayed "
+            f"(an op that takes any leading axes declares them: {hint})"
+        )
+    return list(zip(arg.axes, shape, strict=True))
 
 
 def _numpy_dtype(name: str) -> Any:
