@@ -15,7 +15,7 @@ import tomllib
 
 import pytest
 from conftest import REPO
-from test_opcheck import USER_OP, USER_SPEC, block, pytest_in, user_env, user_folder
+from test_opcheck import REPLAYED, USER_OP, USER_SPEC, block, pytest_in, user_env, user_folder
 
 # A declaration whose op writes each concrete input it gets, with the test
 # running, to the file $OPCHECK_LOG names: what a cell drew.
@@ -254,6 +254,124 @@ def test_recording_keeps_each_tests_hand_picked_inputs_and_names_the_test(tmp_pa
         failure = failure.split("\n", 1)[1].split("\n_", 1)[0]
         source = f"recorded-{i}, called from tests/test_ops.py::test_two_hand_picked_points"
         assert f"recorded input: {source}" in failure, failure[:2000]
+
+
+# An elementwise op declared with "..." (any leading axes), which the user's
+# tests call with a 2-D and a 3-D array.
+LEADING_TESTS = """import jax.numpy as jnp
+
+from mypkg import ops
+
+
+def test_a_matrix():
+    assert ops.softplus(jnp.linspace(-3.0, 3.0, 6).reshape(2, 3)).shape == (2, 3)
+
+
+def test_a_stack_of_matrices():
+    assert ops.softplus(jnp.linspace(-40.0, 40.0, 24).reshape(2, 3, 4)).shape == (2, 3, 4)
+"""
+LEADING_SPEC = USER_SPEC.replace(
+    """    args=(Arg("x", ("n",)),),
+    outputs=(("n",),),
+    sizes={"n": 8},
+""",
+    '    signature="x[...] -> [...]",\n',
+).replace('    batch_axes=("n",),\n', "")
+# Wrong only where the input has 3 axes (its sign flipped).
+WRONG_IN_3D = USER_OP.replace(
+    "return jnp.logaddexp(x, 0.0)", "return (-1.0 if x.ndim == 3 else 1.0) * jnp.logaddexp(x, 0.0)"
+)
+
+
+def test_recorded_calls_with_leading_axes_replay_at_their_own_rank(tmp_path):
+    """A declaration whose argument begins with '...' replays a call of any
+    rank: its leading axes are sizes['...'] for the replay. A bug only at
+    rank 3 fails in the replay of the 3-D call, and only there."""
+    assert LEADING_SPEC.count('signature="x[...] -> [...]"') == 1
+    assert "batch_axes" not in LEADING_SPEC
+    assert WRONG_IN_3D != USER_OP
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "ops.py").write_text(USER_OP)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ops.py").write_text(LEADING_TESTS)
+    (tmp_path / "tests" / "ops_spec.py").write_text(LEADING_SPEC)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nopcheck_specs = ["tests/ops_spec.py"]\n'
+        'opcheck_cells = ["eager"]\n'
+    )
+    run = pytest_in(tmp_path, "-p", "no:xdist", "-q", "--opcheck-record")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "opcheck: recorded mypkg.ops:softplus: 2 call(s), 2 kept" in run.stdout, run.stdout
+
+    # Both replay, through the default replay cells, and pass.
+    run = pytest_in(tmp_path, "-p", "no:xdist", "-rA", "-k", "recorded")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    passed = re.findall(
+        r"^PASSED \S+::opcheck\[softplus\]\[(recorded-\d)\]\[(\S+)\]$", run.stdout, re.M
+    )
+    assert sorted(passed) == sorted((f"recorded-{i}", c) for i in (0, 1) for c in REPLAYED)
+
+    # The bug at rank 3 fails every replay of the 3-D call, and no other.
+    (tmp_path / "mypkg" / "ops.py").write_text(WRONG_IN_3D)
+    run = pytest_in(tmp_path, "-p", "no:xdist", "-rA", "-k", "recorded")
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    item = r"^(PASSED|FAILED) \S+::opcheck\[softplus\]\[(recorded-\d)\]\[(\S+)\]"
+    outcomes = {(i, c): o for o, i, c in re.findall(item, run.stdout, re.M)}
+    assert outcomes == {
+        (f"recorded-{i}", c): "PASSED" if i == 0 else "FAILED" for i in (0, 1) for c in REPLAYED
+    }, run.stdout[-3000:]
+    failure = run.stdout.split("opcheck[softplus][recorded-1][eager] _", 1)[1].split("\n_", 1)[0]
+    assert re.search(r"^\[eager\] eager, output 0: .* at index \(\d, \d, \d\)", failure, re.M), (
+        failure
+    )
+    source = "recorded-1, called from tests/test_ops.py::test_a_stack_of_matrices"
+    assert f"recorded input: {source}" in failure, failure
+
+
+def test_a_recording_of_a_rank_the_declaration_does_not_take_says_why():
+    """Row-wise x[..., n] takes any leading axes (none too) and n from the
+    call; x[n] takes one axis, and a 2-D call's item says it cannot be
+    replayed and how to declare leading axes."""
+    import numpy as np
+
+    from jax_ladder.opcheck import OpSpec, Ulps
+    from jax_ladder.opcheck.intercept import Recording, replayed
+
+    def spec(signature, sizes):
+        def f(x):
+            return x
+
+        return OpSpec(
+            name="rows",
+            op=f,
+            reference=f,
+            oracle=f,
+            signature=signature,
+            sizes=sizes,
+            tolerance=Ulps(at_value=1),
+            gradient_tolerance=Ulps(at_value=1),
+        )
+
+    def recording(*shape):
+        return Recording(
+            None, "mypkg.ops:rows", "test", (np.zeros(shape, np.float32),), ("float32",)
+        )
+
+    rows = spec("x[..., n] -> [..., n]", {"n": 8})
+    assert replayed(rows, recording(2, 3, 5)).sizes == {"n": 5, "...": (2, 3)}
+    assert replayed(rows, recording(7)).sizes == {"n": 7, "...": ()}
+    with pytest.raises(
+        ValueError, match=r"x\[\.\.\., n\] needs at least 1: this call cannot be replayed"
+    ):
+        replayed(rows, recording())
+    one = spec("x[n] -> [n]", {"n": 8})
+    why = (
+        "x was recorded with shape (2, 3) (2 axes), and the declaration x[n] has 1: this call "
+        "cannot be replayed (an op that takes any leading axes declares them: x[..., n])"
+    )
+    with pytest.raises(ValueError, match=re.escape(why)):
+        replayed(one, recording(2, 3))
 
 
 # docs/opcheck.md's samples for these behaviours.
