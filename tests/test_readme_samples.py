@@ -6,7 +6,10 @@ here: its table's shape comes from the code that prints it, and each row's count
 of passed tests from a real run of the same selection in test_templates.py (the
 default combination's own tests)."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO, load_script
@@ -126,3 +129,30 @@ def test_the_tutorial_shows_what_its_commands_print(tutorial_session):
             assert site_samples.masked(body) == site_samples.masked(tutorial_session[name]), (
                 f"{page.name}, block {name}: {SITE_REFRESH}"
             )
+
+
+def test_the_readme_opcheck_declaration_passes_the_cells_it_shows(tmp_path):
+    """The README's opcheck declaration, with a softplus of the user's own in
+    `my_package`, passes a cell of each kind it claims (values, vmap, gradients
+    to second order, shard_map) through the command it names."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Checking an op in your own repository") :]
+    declaration = re.search(r"```python\n(.*?)```", section, re.S)[1]
+    (tmp_path / "softplus_spec.py").write_text(declaration)
+    (tmp_path / "my_package.py").write_text(
+        "import jax.numpy as jnp\n\n\ndef softplus(x):\n    return jnp.logaddexp(x, 0.0)\n"
+    )
+    cells = "eager,jit,vmap-new-axis,grad-x,check-grads-2,shard-map-b-1d,grad-grad-explicit-b"
+    run = subprocess.run(
+        [sys.executable, "-m", "jax_ladder", "opcheck", "softplus_spec.py", "--cells", cells],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "7 cells: 7 passed" in run.stdout, run.stdout
