@@ -104,13 +104,18 @@ def test_every_module_of_the_conformance_package_reaches_a_project():
     assert sorted(SHARED["CONFORMANCE"]) == modules
 
 
-def test_no_module_of_the_conformance_package_outgrows_600_lines():
+def test_no_module_of_the_opcheck_engine_outgrows_600_lines():
     # Issue 60: one module per part (the declaration, the oracles, HLO reading,
-    # each family of cells), each short enough to read; a part that grows past
-    # this is split, not the limit raised.
-    for path in sorted((PACKAGE / "opcheck" / "conformance").glob("*.py")):
+    # each family of cells, the comparison, the reports, the plugin, the
+    # shrinking and its repro script), each short enough to read; a part that
+    # grows past this is split, not the limit raised. The conformance package
+    # and the kit's own modules beside it alike.
+    opcheck = PACKAGE / "opcheck"
+    modules = sorted(opcheck.rglob("*.py"))
+    assert opcheck / "conformance" / "declaration.py" in modules
+    for path in modules:
         lines = len(path.read_text().splitlines())
-        assert lines <= 600, f"{path.name}: {lines} lines"
+        assert lines <= 600, f"{path.relative_to(opcheck)}: {lines} lines"
 
 
 def test_the_shared_files_are_found_in_a_checkout_and_in_an_installed_wheel(tmp_path):

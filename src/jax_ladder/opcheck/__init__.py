@@ -14,13 +14,15 @@ matrix for any repository's op, from one declaration file (docs/opcheck.md).
 - report: `check(spec)`, the matrix run in-process, and its Report (not
   copied into projects);
 - plugin: the pytest plugin that makes a declaration's cells test items
-  (`opcheck_specs`, `--opcheck`; not copied into projects);
+  (`opcheck_specs`, `--opcheck`), its options and hooks; plugin_items: its
+  items (a declaration file's collection, the cells, what a failed one
+  shows and the commands that rerun it; neither copied into projects);
 - intercept: the plugin's recording of the inputs a suite already gives an
   op (`--opcheck-record`), their replay, and the expected failures
   (`opcheck_failures.json`; not copied into projects);
-- shrink: a failing cell on the smallest declaration that still fails it,
-  and a standalone script that reproduces it (`check(..., shrink=True)`,
-  `--opcheck-shrink`; not copied into projects).
+- shrink: a failing cell on the smallest declaration that still fails it
+  (`check(..., shrink=True)`, `--opcheck-shrink`); repro: the standalone
+  script that reproduces it (neither copied into projects).
 
 Here, the declaration language (OpSpec, Arg, Refuse, Collectives, Ulps) and
 check(). They are imported when first used, not with this package: the

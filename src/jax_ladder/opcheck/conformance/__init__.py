@@ -99,8 +99,9 @@ and the reference itself is checked against the independent float64 NumPy
 oracle in test_reference.py.
 
 Matmul precision is declared, never a platform's default (XLA's float32
-matmul on NVIDIA GPUs is TensorFloat-32): float32_matmuls lists the dots a
-program makes, which test_conformance.py holds to HIGHEST in the op and the
+matmul on NVIDIA GPUs is TensorFloat-32): float32_matmuls_not_highest lists
+the float32 dots a program (and its gradient) makes at another precision than
+HIGHEST, which test_conformance.py holds to none in the op and the
 reference; what a kernel's own matmuls keep is the declaration's
 matmul_inputs, which widens the tolerance on that platform (compare.py).
 """
