@@ -13,7 +13,7 @@ from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cooki
 
 {% if cookiecutter.example == "none" -%}
 from compare import Ulps
-from conformance import Arg, {% if cookiecutter.sharded_axes == "batch" %}Collectives, {% endif %}OpSpec, Refuse
+from conformance import {% if cookiecutter.sharded_axes == "batch" %}Collectives, {% endif %}OpSpec, Refuse
 {%- else -%}
 from conformance import Arg, Collectives, OpSpec, Refuse
 from oracle import GRADIENTS, VALUES, top_k_f64
@@ -53,8 +53,7 @@ SPEC = OpSpec(
     # independent float64 NumPy oracle with the op's signature.
     oracle=None,
     # TODO: your arguments and outputs, each axis named; sizes for the cells.
-    args=(Arg("x", ("b", "n")),),
-    outputs=(("b", "n"),),
+    signature="x[b,n] -> [b,n]",
     sizes={"b": 8, "n": 16},
     # TODO: how many ulps your op may be from the oracle, and why. Here each
     # value and each gradient entry is one rounded product (2 * x is exact):

@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cooki
 
 from compare import Ulps
 {% if cookiecutter.example == "none" -%}
-from conformance import Arg, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
+from conformance import OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% else -%}
 from conformance import Arg, Collectives, OpSpec{% if cookiecutter.rule == "vjp" %}, Refuse{% endif %}
 {% endif %}
@@ -60,9 +60,10 @@ SPEC = OpSpec(
     reference={{ cookiecutter.op_name }}_reference,
     # TODO: your float64 oracle, or None to take the reference run in float64.
     oracle=oracle_f64,
-    # TODO: your arguments, each with its named axes, and the axes of each output.
-    args=(Arg("x", ("n", "k")),),
-    outputs=(("n", "k"),),
+    # TODO: your arguments, each with its named axes, and the axes of each
+    # output ("x[n,k], w[k] -> [n,k]"; "idx[n]:int32" an integer argument;
+    # per-argument domains and samples: arg_options, or Arg in args=).
+    signature="x[n,k] -> [n,k]",
     sizes={"n": 8, "k": 4},
     tolerance=VALUES,
     gradient_tolerance=GRADIENTS,

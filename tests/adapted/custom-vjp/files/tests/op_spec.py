@@ -7,7 +7,7 @@ import numpy as np
 from adapted_softplus import softplus, softplus_reference
 
 from compare import Ulps
-from conformance import Arg, OpSpec, Refuse
+from conformance import OpSpec, Refuse
 
 # A custom_vjp function has a reverse rule only: JAX refuses forward mode.
 FORWARD_MODE = Refuse(
@@ -56,8 +56,7 @@ SPEC = OpSpec(
     reference=softplus_reference,
     oracle=softplus_f64,
     gradient_oracle=softplus_vjp_f64,
-    args=(Arg("x", ("n", "k")),),
-    outputs=(("n", "k"),),
+    signature="x[n,k] -> [n,k]",
     sizes={"n": 8, "k": 4},
     tolerance=VALUES,
     gradient_tolerance=GRADIENTS,
