@@ -368,3 +368,48 @@ def test_the_report_as_json_and_junit():
     assert failure.text == "[grad-x] off by 3 ulps\nat index (1,)"
     assert cases[3].find("skipped").get("message") == "needs 4 devices"
     assert len(ET.fromstring(junit_xml([report, report])).findall("testsuite")) == 2
+
+
+UNIT = """import jax.numpy as jnp
+import numpy as np
+
+from jax_ladder.opcheck import OpSpec, Ulps
+
+
+def unit(x):  # right, but its squares overflow float32 where the oracle's do not
+    return x / jnp.sqrt(jnp.sum(x * x, axis=-1, keepdims=True))
+
+
+def unit_f64(x):
+    x = np.asarray(x, np.float64)
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True))
+
+
+SPEC = OpSpec(
+    name="unit",
+    op=unit,
+    reference=lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True),
+    oracle=unit_f64,
+    signature="x[b,n] -> [b,n]",
+    sizes={"b": 4, "n": 8},
+    tolerance=Ulps(4, 4),
+    gradient_tolerance=Ulps(8, 8),
+)
+"""
+
+
+def test_a_cell_the_reference_fails_the_same_way_says_so(folder):
+    """hard-huge's squares overflow float32 in the op and in the reference
+    alike: the failure says the inputs may be beyond what the problem
+    supports (a declaration's fix), where the planted bug's says nothing."""
+    (folder / "decl" / "unit.py").write_text(UNIT)
+    run = opcheck(folder, "decl/unit.py", "--cells", "hard-huge,eager", "--json", "r.json")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "the plain-JAX reference fails it the same way, on the same inputs" in run.stdout
+    (op,) = json.loads((folder / "r.json").read_text())["ops"]
+    cells = {c["cell"]: c for c in op["cells"]}
+    assert cells["eager"]["outcome"] == "passed"
+    assert cells["hard-huge"]["reference_fails_too"].startswith("[hard-huge] eager, output 0")
+    bad = opcheck(folder, "decl/specs.py::BAD", "--cells", "eager")
+    assert bad.returncode == 1
+    assert "plain-JAX reference" not in bad.stdout

@@ -109,6 +109,8 @@ class Target:
     again: list[str]
     oracle: str = ""
     notes: list[str] = field(default_factory=list)
+    # The failed cells the reference fails too (_reference_fails), once run.
+    reference_fails: dict[str, str] = field(default_factory=dict)
 
     def rerun(self, cells: list[str], seed: int) -> str:
         words = ["jax-ladder", "opcheck", *self.again, "--cells", ",".join(cells)]
@@ -159,6 +161,7 @@ def run(args: Args) -> int:
         except ValueError as error:  # a declared refusal that names no cell
             raise UsageError(_one_line(str(error))) from None
         reports.append(report)
+        target.reference_fails = _reference_fails(target, report, args.seed)
         print("\n".join(_text(target, report, args.seed)), file=out, flush=True)
         if args.shrink:
             _shrink(target, report, args.seed, args.repro_dir, out)
@@ -214,8 +217,27 @@ def _text(target: Target, report: Report, seed: int) -> list[str]:
     groups = report.failure_groups()
     if groups:
         lines.append(f"  failed, by likely cause ({len(groups)}):")
-        lines += format_failures(groups, lambda cells: target.rerun(cells, seed), indent="    ")
+        lines += format_failures(
+            groups,
+            lambda cells: target.rerun(cells, seed),
+            indent="    ",
+            reference_fails=target.reference_fails,
+        )
     return lines
+
+
+def _reference_fails(target: Target, report: Report, seed: int) -> dict[str, str]:
+    """The first failed cell of each group that the plain-JAX reference
+    fails too, on the same inputs, with the reference's failure (one run of
+    the cell per group: report.reference_also_fails)."""
+    from jax_ladder.opcheck.report import reference_also_fails
+
+    found = {}
+    for group in report.failure_groups():
+        line = reference_also_fails(target.spec, group.first.cell, seed)
+        if line is not None:
+            found[group.first.cell] = line
+    return found
 
 
 def _json(targets: list[Target], reports: list[Report], seed: int) -> dict[str, Any]:
@@ -227,6 +249,8 @@ def _json(targets: list[Target], reports: list[Report], seed: int) -> dict[str, 
         for cell in data["cells"]:
             if cell["outcome"] == "failed":
                 cell["rerun"] = target.rerun([cell["cell"]], seed)
+            if cell["cell"] in target.reference_fails:
+                cell["reference_fails_too"] = target.reference_fails[cell["cell"]]
         ops.append(data)
     totals = {"ops": len(reports), "cells": sum(len(r) for r in reports)}
     for outcome in ("passed", "refused", "failed", "skipped"):

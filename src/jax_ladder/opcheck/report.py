@@ -144,15 +144,24 @@ def format_failures(
     groups: Iterable[FailureGroup],
     rerun: Callable[[list[str]], str] | None = None,
     indent: str = "  ",
+    reference_fails: dict[str, str] | None = None,
 ) -> list[str]:
     """Lines for the grouped failures: per group its families, its first cell
     with its message's first line, then "and N cells like it: a, b, c…";
     with `rerun` (cells -> the command that runs them), the command that
-    reruns the first cell, and where there are others the whole group."""
+    reruns the first cell, and where there are others the whole group;
+    with `reference_fails` (cell -> the reference's own failure there, see
+    reference_also_fails), that the reference fails the first cell too."""
     lines = []
     for group in groups:
         first = group.first
         lines.append(f"{indent}{', '.join(group.families)}: {first.cell}: {first.line}")
+        if reference_fails and first.cell in reference_fails:
+            own = reference_fails[first.cell].removeprefix(f"[{first.cell}] ")
+            if _where(own) == _where(first.line.removeprefix(f"[{first.cell}] ")):
+                lines.append(f"{indent}  {REFERENCE_FAILS_ALIKE}: {own}")
+            else:
+                lines.append(f"{indent}  {REFERENCE_FAILS_ELSEWHERE}: {own}")
         if group.others:
             names = [r.cell for r in group.others]
             shown = ", ".join(names[:NAMES_SHOWN]) + ("…" if len(names) > NAMES_SHOWN else "")
@@ -403,6 +412,38 @@ def _run_one(spec: OpSpec, cell: str, rng: np.random.Generator) -> CellResult:
     if refuse is not None:
         return CellResult(cell, REFUSED, refuse.why)
     return CellResult(cell, PASSED)
+
+
+REFERENCE_FAILS_ALIKE = (
+    "the plain-JAX reference fails it the same way, on the same inputs: they may be beyond "
+    "what the problem supports in this dtype (declare Arg domain=/smallest=, or the cell in "
+    "ill_conditioned=)"
+)
+REFERENCE_FAILS_ELSEWHERE = "the plain-JAX reference fails this cell too, but elsewhere"
+
+
+def _where(line: str) -> str:
+    """What a failure's first line says failed (the check, output or
+    gradient), without how far off: "jit, n = 1, output 0"."""
+    return line.split(": off by ")[0].split(": ")[0]
+
+
+def reference_also_fails(spec: OpSpec, cell: str, seed: int = 0) -> str | None:
+    """The first line of the plain-JAX reference's own failure of `cell`, run
+    as the op on the very inputs the op failed on (the same seed), or None
+    where it passes. A cell the reference fails too is one whose inputs lie
+    beyond what the problem allows in the cell's dtype (squares that
+    overflow, a row of one element normalised), not only a bug of the op's:
+    the fix is then in the declaration. The op's own refusals, extra
+    collectives, kernel matmul precision and entry point for Auto shardings
+    are not the reference's, so it runs without them."""
+    if spec.reference is spec.op:  # jax-ladder opcheck --signature: nothing to learn
+        return None
+    twin = conformance.derived(
+        spec, op=spec.reference, auto_op=None, refuse={}, extra_collectives={}, matmul_inputs={}
+    )
+    result = run_one(twin, cell, seeded_rng(seed, spec.name, cell), seed)
+    return result.line if result.outcome == FAILED else None
 
 
 def _names(error: type[BaseException] | tuple[type[BaseException], ...]) -> str:
