@@ -10,6 +10,9 @@ communication), the float64 oracle and the tolerances, and for each cell the op
 does not support, the error it raises and what to use instead.
 """
 
+{% if cookiecutter.example != "none" -%}
+import jax
+{% endif -%}
 import numpy as np
 
 from {{ cookiecutter.package_name }} import {{ cookiecutter.op_name }}, {{ cookiecutter.op_name }}_reference
@@ -172,6 +175,17 @@ PARTLY_MANUAL = Collectives(
     "{{ 6 if cookiecutter.rule == 'vjp' else 7 }} small all-reduces over the points split over the automatic axis, not 2",
     gradient={"all-reduce": {{ 6 if cookiecutter.rule == "vjp" else 7 }}},
 )
+# Where that free axis is Explicit, JAX 0.10's partitioner also all-gathers
+# the points in the rule's backward (counted on JAX 0.10.2; 0.11.2 and 0.12.1
+# gather none): the gradient program's all-gathers per manual axis.
+OLD_JAX_GATHERS = {{ '{"n": 4, "m": 4}' if cookiecutter.rule == "vjp" else '{"n": 8, "m": 9}' }} if jax.__version_info__ < (0, 11) else {}
+EXPLICIT_PARTLY_MANUAL = {
+    f"shard-map-partial-explicit-{axis}": Collectives(
+        PARTLY_MANUAL.why + f", and JAX 0.10 all-gathers the points ({gathers} all-gathers)",
+        gradient={**PARTLY_MANUAL.gradient, "all-gather": gathers},
+    )
+    for axis, gathers in OLD_JAX_GATHERS.items()
+}
 
 SPEC = OpSpec(
     name="{{ cookiecutter.op_name }}",
@@ -217,6 +231,7 @@ SPEC = OpSpec(
             FEATURES_SPLIT.why,
             gradient={"all-gather": 2, "all-reduce": {{ 2 if cookiecutter.rule == "vjp" else 3 }}},
         ),
+        **EXPLICIT_PARTLY_MANUAL,
         "shard-map-partial-*": PARTLY_MANUAL,
     },
 {%- if cookiecutter.rule == "vjp" %}
