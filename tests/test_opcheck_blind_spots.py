@@ -402,6 +402,31 @@ def test_a_tpu_widens_only_results_of_operations_it_does_not_round_as_ieee():
         assert_close(ten_ulps, want, Ulps(4), platform="cpu", kinds=operation_kinds(curved))
 
 
+def test_an_op_whose_computation_no_jaxpr_shows_is_widened_for_every_kind():
+    """A TPU v5e failed every export cell by 199 to 5e4 ulps: the artifact's
+    jaxpr holds call_exported, not its tanh and sums, so its kinds read as
+    none and nothing was widened. A serialized module, a host callback or a
+    primitive of the user's own: any kind (None)."""
+    from jax_ladder.opcheck.conformance import operation_kinds
+
+    x = jnp.ones(8, jnp.float32)
+    exported = jax.export.export(jax.jit(jnp.tanh))(x)
+
+    def callback(v):
+        return jax.pure_callback(np.tanh, jax.ShapeDtypeStruct(v.shape, v.dtype), v)
+
+    mine = Primitive("my_tanh")
+    mine.def_impl(np.tanh)
+    mine.def_abstract_eval(lambda v: core.ShapedArray(v.shape, v.dtype))
+    mlir.register_lowering(mine, mlir.lower_fun(jnp.tanh, multiple_results=False))
+    for op in (exported.call, callback, mine.bind):
+        spec = spec_of(op, jnp.tanh, (Arg("x", ("n",), differentiable=False),), (("n",),), {"n": 8})
+        assert operation_kinds(spec) is None, op
+    # A jaxpr that shows its tanh is read as before.
+    shown = spec_of(jax.jit(jnp.tanh), jnp.tanh, (Arg("x", ("n",)),), (("n",),), {"n": 8})
+    assert operation_kinds(shown) == frozenset({"transcendental"})
+
+
 # --- Ill-conditioned cells: held to the reference's own error, no blanket pass --
 def rms_with_sloppy_backward(x):
     """The RMS normalisation, its backward off by 1e-4 of the cotangent."""

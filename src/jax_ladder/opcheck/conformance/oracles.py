@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import fnmatch
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -299,7 +300,7 @@ def assert_grads(
         )
 
 
-_KINDS: dict[Any, frozenset[str]] = {}
+_KINDS: dict[Any, frozenset[str] | None] = {}
 
 
 _PARTLY_IEEE = {platform for platform, _ in PLATFORM_KINDS}  # where kinds matter
@@ -325,23 +326,46 @@ def operation_kinds(spec: OpSpec) -> frozenset[str] | None:
                 of_diff = _of_diff(spec, spec.op, args)
                 _, pullback = jax.vjp(of_diff, *(args[i] for i in diff))
                 programs.append(jax.make_jaxpr(pullback)(tuple(cts)))
-            names = set().union(*(_primitives(p.jaxpr) for p in programs))
+            primitives = set().union(*(_primitives(p.jaxpr) for p in programs))
         except Exception:  # a program that cannot be traced here: any kind
             return None
         finally:
             DRAWN.reset(quiet)
-        found = {"transcendental"} if names & TRANSCENDENTAL else set()
-        found |= {"reduction"} if names & REDUCTION else set()
-        _KINDS[key] = frozenset(found)
+        names = {p.name for p in primitives}
+        if names & OPAQUE or not primitives <= _jax_primitives():
+            _KINDS[key] = None  # a computation no jaxpr shows: any kind
+        else:
+            found = {"transcendental"} if names & TRANSCENDENTAL else set()
+            found |= {"reduction"} if names & REDUCTION else set()
+            _KINDS[key] = frozenset(found)
     return _KINDS[key]
 
 
-def _primitives(jaxpr: Any) -> set[str]:
-    """Every primitive's name in a jaxpr and in the jaxprs its equations
-    hold (jit, custom rules, control flow, Pallas kernels)."""
+# JAX's primitives whose computation no jaxpr shows: a serialized module
+# (jax.export), a foreign function (XLA FFI), a host callback. An op holding
+# one, or a primitive of its own (defined outside JAX: its lowering is its
+# own), has kinds no jaxpr can tell: every kind is assumed for it.
+OPAQUE = frozenset({"call_exported", "ffi_call", "pure_callback", "io_callback"})
+
+
+def _jax_primitives() -> set[Any]:
+    """The primitives JAX itself defines, in its modules loaded now (a
+    primitive an op uses was loaded with the module that defines it)."""
+    from jax.extend.core import Primitive
+
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == "jax" or name.startswith("jax.")):
+            found |= {v for v in list(vars(module).values()) if isinstance(v, Primitive)}
+    return found
+
+
+def _primitives(jaxpr: Any) -> set[Any]:
+    """Every primitive in a jaxpr and in the jaxprs its equations hold (jit,
+    custom rules, control flow, Pallas kernels)."""
     names = set()
     for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
+        names.add(eqn.primitive)
         for value in eqn.params.values():
             for inner in value if isinstance(value, (tuple, list)) else (value,):
                 inner = getattr(inner, "jaxpr", inner)  # a ClosedJaxpr's
