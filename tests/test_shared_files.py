@@ -118,6 +118,19 @@ def test_no_module_of_the_opcheck_engine_outgrows_600_lines():
         assert lines <= 600, f"{path.relative_to(opcheck)}: {lines} lines"
 
 
+def test_the_engine_copied_into_projects_has_no_jinja_markers():
+    # Every project's test_no_jinja_left_in_generated_files holds its files to
+    # none; an escaped brace in an f-string ("sizes={{...}}") failed all of
+    # them. Here it fails at once, naming the line.
+    found = [
+        f"{name}:{number}: {line.strip()}"
+        for name in SHARED["ENGINE"]
+        for number, line in enumerate((PACKAGE / "opcheck" / name).read_text().splitlines(), 1)
+        if re.search(r"\{\{|\}\}|\{%|%\}|\{#", line)
+    ]
+    assert found == []
+
+
 def test_the_shared_files_are_found_in_a_checkout_and_in_an_installed_wheel(tmp_path):
     assert SHARED["package_dir"](REPO / "templates") == PACKAGE
     # A wheel: jax_ladder/templates/ beside jax_ladder/opcheck/ (CMakeLists.txt).

@@ -209,7 +209,7 @@ def check_collectives(collectives: Any, names: tuple[str, ...]) -> None:
         if not isinstance(counts, Mapping):
             raise DeclarationError(
                 f"Collectives: {program} must map collectives to counts, e.g. "
-                f"{program}={{'all-gather': 1}}, not {counts!r}"
+                f"{program}=" + "{'all-gather': 1}" + f", not {counts!r}"
             )
         for name, count in counts.items():
             if name not in names:
@@ -348,7 +348,7 @@ def check_spec(spec: Any) -> None:
             if not ok:
                 raise DeclarationError(
                     f"{owner}: sizes['...'] must be a tuple of positive ints (the leading "
-                    f"axes' sizes), e.g. sizes={{..., '...': (3,)}}, not {size!r}"
+                    "axes' sizes), e.g. sizes={..., '...': (3,)}" + f", not {size!r}"
                 )
         elif not isinstance(size, numbers.Integral) or isinstance(size, bool) or size <= 0:
             raise DeclarationError(f"{owner}: sizes[{axis!r}] must be a positive int, not {size!r}")
@@ -359,7 +359,7 @@ def check_spec(spec: Any) -> None:
             who = f"arg {user!r}" if not user.startswith("output ") else user
             raise DeclarationError(
                 f"{owner}: sizes has no size for axis {axis!r} (used by {who}); add "
-                f"sizes={{..., {axis!r}: 8}}"
+                "sizes={..., " + f"{axis!r}: 8" + "}"
             )
     has_leading = any(a.axes[:1] == (LEADING,) for a in spec.args)
     for k, o in enumerate(outputs):
