@@ -5,11 +5,15 @@
 // (a GNU ifunc). The binary stays portable, unlike -march=native. Elsewhere
 // (other architectures, non-glibc systems, other compilers) the plain -O3
 // build runs: SSE2 on x86-64, NEON on aarch64.
+//
+// The middle copy is x86-64-v3 (AVX2 with FMA), not "avx2" alone: a kernel's
+// explicit fma (std::fma) is then one instruction there, as in the AVX-512
+// copy, and a call to the C library's exact fma only in the baseline copy.
 #include "cpu_rows.h"
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__GNUC__) && \
     !defined(ROWWISE_NO_CLONES)
-#define ROWWISE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define ROWWISE_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 #else
 #define ROWWISE_CLONES
 #endif
