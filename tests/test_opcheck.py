@@ -298,3 +298,30 @@ def test_a_recording_whose_arguments_disagree_on_an_axis_is_refused(declaration)
     assert spec.sizes["n"] == 3
     assert spec.dtype == "float32"
     assert spec.args[0].sample(np.random.default_rng(0), (3,)).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_bare_assert_inside_the_op_says_where_it_was_raised():
+    """An internal `assert` of JAX or the op (no message) is no comparison of
+    the engine's: the cell's message names where it was raised, not nothing
+    (a Pallas kernel's jvp under vmap gave "[vmap-of-grad-inner] " alone)."""
+    from jax_ladder.opcheck import OpSpec, Ulps, check
+
+    def checked_op(x):
+        if x.shape[0] > 0:  # as a bare `assert` does, unrewritten by pytest
+            raise AssertionError
+        return x
+
+    spec = OpSpec(
+        name="bare",
+        op=checked_op,
+        reference=lambda x: x,
+        oracle=None,
+        signature="x[n] -> [n]",
+        sizes={"n": 4},
+        tolerance=Ulps(0),
+        gradient_tolerance=Ulps(0),
+    )
+    (result,) = check(spec, cells="eager")
+    assert result.outcome == "failed"
+    assert "AssertionError without a message at test_opcheck.py:" in result.message
+    assert "(checked_op: raise AssertionError)" in result.message

@@ -109,7 +109,9 @@ matmul_inputs, which widens the tolerance on that platform (compare.py).
 from __future__ import annotations
 
 import fnmatch
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,10 +304,27 @@ def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             check(spec, base, rng)
         except AssertionError as error:
             # Every failure's first line names its cell (the checks name the rest).
-            raise AssertionError(f"[{cell}] {error}") from error
+            raise AssertionError(f"[{cell}] {str(error) or _bare_assert(error)}") from error
         return
     with pytest.raises(refuse.error, match=refuse.match):
         check(spec, base, rng)
+
+
+def _bare_assert(error: AssertionError) -> str:
+    """What a failure without a message says: a bare `assert` inside JAX or
+    the op (a Pallas kernel JAX cannot differentiate under vmap, say), not
+    a comparison of the engine's, which always says how far off. Where it
+    was raised, from the longest traceback JAX keeps (it filters its own
+    frames out of the one it raises)."""
+    tracebacks = [error.__traceback__, getattr(error.__cause__, "__traceback__", None)]
+    frames = max((traceback.extract_tb(tb) for tb in tracebacks if tb), key=len, default=[])
+    if not frames:
+        return "AssertionError without a message, not a comparison"
+    last = frames[-1]
+    return (
+        f"AssertionError without a message at {Path(last.filename).name}:{last.lineno} "
+        f"({last.name}: {last.line}): an internal check of JAX or the op failed, not a comparison"
+    )
 
 
 def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], None]:
