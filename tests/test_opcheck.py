@@ -325,3 +325,31 @@ def test_a_bare_assert_inside_the_op_says_where_it_was_raised():
     assert result.outcome == "failed"
     assert "AssertionError without a message at test_opcheck.py:" in result.message
     assert "(checked_op: raise AssertionError)" in result.message
+
+
+def test_a_refusal_whose_pattern_does_not_match_says_what_was_raised():
+    """The declared error type with another message: the cell says what the
+    op raised (it said 'Regex pattern did not match.' alone)."""
+    from jax_ladder.opcheck import OpSpec, Refuse, Ulps, check
+
+    def refusing(x):
+        raise ValueError("the kernel's grid is computed in Python")
+
+    spec = OpSpec(
+        name="refusing",
+        op=refusing,
+        reference=lambda x: x,
+        oracle=None,
+        signature="x[n] -> [n]",
+        sizes={"n": 4},
+        tolerance=Ulps(0),
+        gradient_tolerance=Ulps(0),
+        refuse={"eager": Refuse(ValueError, "symbolic shapes", "why")},
+    )
+    (result,) = check(spec, cells="eager")
+    assert result.outcome == "failed"
+    assert result.line == (
+        "[eager] not the declared refusal (ValueError): raised ValueError: the kernel's grid "
+        "is computed in Python, which the declared refusal's pattern 'symbolic shapes' does "
+        "not match"
+    )

@@ -306,8 +306,20 @@ def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
             # Every failure's first line names its cell (the checks name the rest).
             raise AssertionError(f"[{cell}] {str(error) or _bare_assert(error)}") from error
         return
-    with pytest.raises(refuse.error, match=refuse.match):
-        check(spec, base, rng)
+    try:
+        with pytest.raises(refuse.error, match=refuse.match):
+            check(spec, base, rng)
+    except AssertionError as mismatch:
+        # The declared error type, with a message the pattern does not match:
+        # say what was raised (pytest's own message quotes it in a later line).
+        raised = mismatch.__context__
+        if raised is None or not str(mismatch).startswith("Regex pattern did not match"):
+            raise
+        said = (str(raised) or type(raised).__name__).splitlines()[0]
+        raise AssertionError(
+            f"[{cell}] raised {type(raised).__name__}: {said}, which the declared "
+            f"refusal's pattern {refuse.match!r} does not match"
+        ) from raised
 
 
 def _bare_assert(error: AssertionError) -> str:
