@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from .conformance.oracles import _into_domain
 from .repro import write_repro
 
 MAX_RUNS = 40
@@ -141,18 +142,10 @@ def _candidates(declared: int) -> list[int]:
 def _rounded(arg: Any, step: float) -> Any:
     """arg drawn as standard normals rounded to multiples of step, mapped
     into its domain as the engine maps its draws."""
-    low, high = arg.domain
 
     def sample(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         values = np.round(rng.standard_normal(shape) / step) * step + 0.0  # no -0.0
-        if low >= 0:
-            values = np.abs(values)
-        elif high <= 0:
-            values = -np.abs(values)
-        if arg.smallest > 0:
-            small = (values != 0) & (np.abs(values) < arg.smallest)
-            values = np.where(small, np.copysign(arg.smallest, values), values)
-        return np.clip(values, low, high)
+        return _into_domain(arg, values)
 
     return dataclasses.replace(arg, sample=sample)
 

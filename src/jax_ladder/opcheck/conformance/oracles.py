@@ -20,6 +20,7 @@ from ..compare import (
     PLATFORM_KINDS,
     REDUCTION,
     TRANSCENDENTAL,
+    Ulps,
     assert_close,
     at_platform,
     platform_of,
@@ -229,25 +230,22 @@ def assert_outputs(
     got = _outputs(got)
     assert len(got) == len(want), f"{where}: {len(got)} outputs, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        tolerance = at_platform(spec.tolerance, spec.matmul_inputs, platform_of(g))
         axes = spec.outputs[k] if k < len(spec.outputs) else ()
-        at = _inputs_at(spec, inputs, axes)
-        said = _said(where, f"output {k}")
-        scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
-        kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
-        details = _inputs_shown(
-            spec, shown if inputs is None else inputs, batched, axes, in_axes, _nth(out_axes, k)
-        )
-        assert_close(
+        _compare(
+            spec,
+            spec.tolerance,
             g,
             w,
-            tolerance,
-            where=said,
-            inputs_at=at,
-            scale=scale,
-            also=also,
-            kinds=kinds,
-            details=details,
+            k,
+            _said(where, f"output {k}"),
+            axes,
+            inputs,
+            _inputs_at(spec, inputs, axes),
+            batched,
+            reference,
+            in_axes,
+            out_axes,
+            shown,
         )
 
 
@@ -274,30 +272,64 @@ def assert_grads(
     if len(names) != len(got):
         names = []
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        tolerance = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform_of(g))
         if names:
             what = f"gradient of {names[k]}"
             axes = next(a.axes for a in spec.args if a.name == names[k])
         else:
             what, axes = f"result {k}", ()
         at = _inputs_at(spec, inputs if names else None, axes)
-        said = _said(where, what)
-        scale, also = _scale(inputs or batched), _reference_error(reference, k, w)
-        kinds = operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None
-        details = _inputs_shown(
-            spec, shown if inputs is None else inputs, batched, axes, in_axes, _nth(out_axes, k)
-        )
-        assert_close(
+        _compare(
+            spec,
+            spec.gradient_tolerance,
             g,
             w,
-            tolerance,
-            where=said,
-            inputs_at=at,
-            scale=scale,
-            also=also,
-            kinds=kinds,
-            details=details,
+            k,
+            _said(where, what),
+            axes,
+            inputs,
+            at,
+            batched,
+            reference,
+            in_axes,
+            out_axes,
+            shown,
         )
+
+
+def _compare(
+    spec: OpSpec,
+    declared: Ulps,
+    g: Any,
+    w: Any,
+    k: int,
+    said: str,
+    axes: tuple[str, ...],
+    inputs: list[Any] | None,
+    at: Callable[[tuple[int, ...]], str] | None,
+    batched: list[Any] | None,
+    reference: Any,
+    in_axes: list[int | None] | None,
+    out_axes: Any,
+    shown: list[Any] | None,
+) -> None:
+    """One result (the k-th) against the oracle's, for assert_outputs and
+    assert_grads: the declared tolerance on g's platform, the inputs' scale,
+    the reference's own error (ill-conditioned cells), the kinds of operation
+    a partly-IEEE platform widens for, and the inputs a failure shows."""
+    details = _inputs_shown(
+        spec, shown if inputs is None else inputs, batched, axes, in_axes, _nth(out_axes, k)
+    )
+    assert_close(
+        g,
+        w,
+        at_platform(declared, spec.matmul_inputs, platform_of(g)),
+        where=said,
+        inputs_at=at,
+        scale=_scale(inputs or batched),
+        also=_reference_error(reference, k, w),
+        kinds=operation_kinds(spec) if platform_of(g) in _PARTLY_IEEE else None,
+        details=details,
+    )
 
 
 _KINDS: dict[Any, frozenset[str] | None] = {}
