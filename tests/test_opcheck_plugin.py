@@ -154,7 +154,9 @@ def test_the_rerun_command_reproduces_the_failure(tmp_path):
         folder, "-p", "no:xdist", "-q", "--opcheck-cells", "eager", "--opcheck-seed", "3"
     )
     assert run.returncode == 1, run.stdout[-3000:]
-    (command,) = re.findall(r"rerun this cell alone: python -m pytest (.*)$", run.stdout, re.M)
+    # Once under FAILURES, and again in the short summary where pytest prints
+    # whole messages (on CI).
+    (command,) = set(re.findall(r"rerun this cell alone: python -m pytest (.*)$", run.stdout, re.M))
     first = re.search(r"^\[eager\] .*$", run.stdout, re.M).group(0)
     again = pytest_in(folder, "-p", "no:xdist", "-q", *shlex.split(command))
     assert again.returncode == 1
