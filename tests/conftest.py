@@ -1,3 +1,4 @@
+import contextlib
 import importlib.machinery
 import importlib.util
 import itertools
@@ -45,7 +46,14 @@ os.environ.setdefault("CUDAARCHS", "75")
 # mutated program never hits the original's entry. Every program is cached,
 # however fast it compiles. One cache per worker, because JAX writes an entry
 # in place: a process of another worker could read it half-written (JAX's
-# file lock, which a size limit turns on, cost 75% more than no cache).
+# file lock, which a size limit turns on, cost 75% more than no cache). The
+# workers still share what they compiled: after each test a worker
+# hard-links its new entries into a shared folder, and before each test it
+# links in the shared ones it lacks. A link appears whole, and between two
+# tests no process of the worker is compiling, so nothing is read half-written;
+# the release path's tests then find the default projects' programs compiled
+# by the worker that baked them (the same program from an installed wheel is
+# the same key: the key has no file paths).
 JAX_CACHE = {
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
@@ -98,6 +106,36 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if root := getattr(config, "jax_cache_root", None):
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _link_entries(source: Path, target: Path):
+    """Hard-link into target each cache entry of source that target lacks."""
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    have = {p.name for p in target.iterdir()}
+    for entry in source.iterdir():
+        if entry.name.endswith("-cache") and entry.name not in have:
+            with contextlib.suppress(FileExistsError):  # another worker's link came first
+                (target / entry.name).hardlink_to(entry)
+
+
+def _worker_caches() -> tuple[Path, Path] | None:
+    """This worker's cache and the shared one, where the kit chose them."""
+    root, own = os.environ.get(CACHE_ROOT), os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if not root or not own or Path(own).parent != Path(root):
+        return None
+    return Path(own), Path(root, "shared")
+
+
+def pytest_runtest_setup(item):
+    if caches := _worker_caches():
+        _link_entries(caches[1], caches[0])
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if caches := _worker_caches():
+        _link_entries(caches[0], caches[1])
 
 
 def pytest_collection_modifyitems(config, items):

@@ -16,8 +16,21 @@ builds in a manylinux container); its work is done as it does it, from
 repaired with auditwheel, installed with its test extras into a new
 environment, and its test-command run from a copy of its test-sources. The
 steps after it (the checks of wheelhouse/) run as written. One Python (3.13
-where this machine has it), not every one the matrix names. Slow: a fresh
-environment and the whole test suite per project.
+where this machine has it), not every one the matrix names.
+
+The wheel cibuildwheel repaired, which PyPI gets, is also tested on the
+window's oldest JAX (issue 39): an FFI handler built against one jaxlib's
+headers declares that FFI API version, and an older jaxlib refuses it ("the
+handler's API version (0.5) is incompatible with the framework's API version
+(0.3)"), so the build must use the oldest jaxlib's headers. The wheel goes
+`--no-deps` into a fresh environment holding JAX_OLDEST and the project's other
+requirements, and the test-command runs again from a fresh copy of the
+test-sources. (cibuildwheel's own test above is the window's newest JAX.)
+
+Two things a fresh runner lacks and that change nothing but speed: the kit's
+JAX compilation cache (tests/conftest.py), and one pipx home per kit worker,
+so `pipx run twine==7.0.0` installs twine once. Slow: fresh environments and
+the whole test suite, once per project, twice more for a compiled one.
 """
 
 import os
@@ -33,8 +46,9 @@ import pytest
 import yaml
 from conftest import battery
 
-from jax_ladder.rungs import available, by_name
+from jax_ladder.rungs import available, by_name, template_dir
 from jax_ladder.scaffold import scaffold
+from jax_ladder.versions import JAX_OLDEST
 
 # The release path: the full tier only (tests/tiers.py).
 pytestmark = pytest.mark.release_path
@@ -42,11 +56,21 @@ pytestmark = pytest.mark.release_path
 # Each template's default project, and the options that give a template's
 # other release workflow (internals' lowering=ffi installs ffi's cd.yml).
 PROJECTS = [(r.name, {}) for r in available()] + [("internals", {"lowering": "ffi"})]
+# The templates that ship C++ (a CMakeLists.txt in their project folder), and
+# the options that make their project compiled: each one's wheels are built by
+# cibuildwheel, and so tested on the oldest JAX.
+COMPILED = {"ffi": {}, "internals": {"lowering": "ffi"}}
 # How GitHub runs a `run:` step on Linux (shell: bash).
 SHELL = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]
 # Variables a fresh runner does not carry from the kit's environment.
 DROPPED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIPX_HOME", "PIPX_BIN_DIR")
 DROPPED_PREFIXES = ("JAX_", "XLA_", "CIBW_")
+# ... but the kit's compilation cache, which is only speed (tests/conftest.py).
+KEPT = (
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+)
 
 
 def python313() -> str:
@@ -63,6 +87,14 @@ def python313() -> str:
         if subprocess.run(probe, capture_output=True).returncode == 0:
             return candidate
     return sys.executable
+
+
+@pytest.fixture(scope="session")
+def pipx_home(tmp_path_factory) -> Path:
+    """One pipx home per kit worker (its `pipx run` cache keeps each pinned
+    tool's environment); a worker runs one test at a time, so no two pipx
+    processes share it."""
+    return tmp_path_factory.mktemp("pipx-home")
 
 
 def make_venv(interpreter: str, where: Path):
@@ -83,7 +115,7 @@ def expand(text: str, values: dict[str, str]) -> str:
 class Runner:
     """One job's machine: a fresh checkout, RUNNER_TEMP, `python`, `pipx`."""
 
-    def __init__(self, root: Path, project: Path, interpreter: str):
+    def __init__(self, root: Path, project: Path, interpreter: str, pipx_home: Path):
         self.root = root
         self.interpreter = interpreter
         self.checkout = root / "checkout"
@@ -109,13 +141,13 @@ class Runner:
         self.env = {
             k: v
             for k, v in os.environ.items()
-            if k not in DROPPED and not k.startswith(DROPPED_PREFIXES)
+            if k in KEPT or (k not in DROPPED and not k.startswith(DROPPED_PREFIXES))
         }
         self.env |= {
             "PATH": os.pathsep.join([str(tools), "/usr/local/bin", "/usr/bin", "/bin"]),
             "RUNNER_TEMP": str(self.temp),
             "HOME": str(root / "home"),
-            "PIPX_HOME": str(root / "pipx"),
+            "PIPX_HOME": str(pipx_home),
             "PIPX_BIN_DIR": str(root / "pipx-bin"),
             "CI": "true",
             "GITHUB_ACTIONS": "true",
@@ -143,9 +175,12 @@ def cibuildwheel(runner: Runner, env: dict[str, str], output_dir: str):
     settings = [f"-C{k}={v}" for k, v in config.get("config-settings", {}).items()]
     built = runner.root / "built"
     build = ["pipx", "run", "--python", "python3.13", "build==1.6.1", "--wheel"]
-    runner.run(
+    built_log = runner.run(
         shlex.join([*build, "--outdir", str(built), *settings, "."]), env, "cibuildwheel: build"
     )
+    # CMake says which jaxlib's FFI headers it compiled against: the oldest's.
+    log = built_log.stdout + built_log.stderr
+    assert f"from jaxlib {JAX_OLDEST}" in log, log[-4000:]
     (wheel,) = built.glob("*.whl")
     repair = [sys.executable, "-m", "auditwheel", "repair", "-w", output_dir, str(wheel)]
     runner.run(shlex.join(repair), env, "cibuildwheel: repair")
@@ -157,13 +192,56 @@ def cibuildwheel(runner: Runner, env: dict[str, str], output_dir: str):
     extras = ",".join(config.get("test-extras", []))
     pip = [str(tested / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     runner.run(shlex.join([*pip, f"{repaired}[{extras}]"]), env, "cibuildwheel: install")
-    sources = tested / "sources"
-    sources.mkdir()
-    for source in config["test-sources"]:
-        copy = shutil.copytree if (runner.checkout / source).is_dir() else shutil.copy2
-        copy(runner.checkout / source, sources / source)
+    sources = copy_test_sources(runner, config, tested / "sources")
     path = {"PATH": f"{tested / 'venv' / 'bin'}{os.pathsep}{runner.env['PATH']}"}
     runner.run(config["test-command"], env | path, "cibuildwheel: test-command", cwd=sources)
+    on_the_oldest_jax(runner, config, repaired, env)
+
+
+def copy_test_sources(runner: Runner, config: dict, where: Path) -> Path:
+    """cibuildwheel's copy before its test command: test-sources, away from src/."""
+    where.mkdir(parents=True)
+    for source in config["test-sources"]:
+        copy = shutil.copytree if (runner.checkout / source).is_dir() else shutil.copy2
+        copy(runner.checkout / source, where / source)
+    assert not (where / "src").exists()
+    return where
+
+
+def on_the_oldest_jax(runner: Runner, config: dict, wheel: Path, env: dict[str, str]):
+    """The repaired wheel, installed without letting pip choose another JAX
+    beside the window's oldest, passes the test-command."""
+    project = tomllib.loads((runner.checkout / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    tests = [r for extra in config.get("test-extras", []) for r in extras[extra]]
+    runtime = [r for r in project["dependencies"] if not r.startswith("jax")]
+    where = runner.root / "oldest-jax"
+    make_venv(runner.interpreter, where / "venv")
+    python = str(where / "venv" / "bin" / "python")
+    pins = [f"jax=={JAX_OLDEST}", f"jaxlib=={JAX_OLDEST}"]
+    pip = [python, "-m", "pip", "install", "--quiet"]
+    runner.run(shlex.join([*pip, *pins, *runtime, *tests]), env, "oldest JAX: install JAX")
+    runner.run(shlex.join([*pip, "--no-deps", str(wheel)]), env, "oldest JAX: install the wheel")
+    probe = "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"
+    installed = runner.run(shlex.join([python, "-c", probe]), env, "oldest JAX: versions")
+    assert installed.stdout.split() == [JAX_OLDEST, JAX_OLDEST], installed.stdout
+    sources = copy_test_sources(runner, config, where / "sources")
+    path = {"PATH": f"{where / 'venv' / 'bin'}{os.pathsep}{runner.env['PATH']}"}
+    runner.run(config["test-command"], env | path, "oldest JAX: test-command", cwd=sources)
+
+
+def test_every_template_with_compiled_code_is_tested_on_the_oldest_jax():
+    # A template ships C++ where its project folder has a CMakeLists.txt
+    # (docs/architecture.md); each such template's compiled project is a
+    # release project below, and its cd.yml runs cibuildwheel.
+    templates = template_dir(by_name("ffi")).parent
+    compiled = {
+        t.name
+        for t in templates.iterdir()
+        if (t / "{{cookiecutter.project_name}}" / "CMakeLists.txt").exists()
+    }
+    assert compiled == set(COMPILED), compiled
+    assert all((name, options) in PROJECTS for name, options in COMPILED.items())
 
 
 @pytest.mark.slow
@@ -176,7 +254,7 @@ def cibuildwheel(runner: Runner, env: dict[str, str], output_dir: str):
         for name, options in PROJECTS
     ],
 )
-def test_every_release_step_passes_as_written(rung_name, options, tmp_path):
+def test_every_release_step_passes_as_written(rung_name, options, tmp_path, pipx_home):
     project = scaffold(by_name(rung_name), tmp_path / "bake", dict(options))
     workflow = yaml.safe_load((project / ".github" / "workflows" / "cd.yml").read_text())
     version = tomllib.loads((project / "pyproject.toml").read_text())["project"]["version"]
@@ -193,7 +271,8 @@ def test_every_release_step_passes_as_written(rung_name, options, tmp_path):
         for os_name in job.get("strategy", {}).get("matrix", {}).get("os", [job["runs-on"]]):
             if not str(os_name).startswith("ubuntu") or os_name.endswith("-arm"):
                 continue  # this machine is an x86_64 Linux runner
-            runner = Runner(tmp_path / "jobs" / f"{job_name}-{os_name}", project, interpreter)
+            machine = tmp_path / "jobs" / f"{job_name}-{os_name}"
+            runner = Runner(machine, project, interpreter, pipx_home)
             job_values = values | {"matrix.os": os_name}
             env = {k: expand(v, job_values) for k, v in workflow.get("env", {}).items()}
             for step in job["steps"]:
@@ -234,8 +313,13 @@ def test_every_release_step_passes_as_written(rung_name, options, tmp_path):
                     script,
                 )
                 if cibw:
+                    assert COMPILED.get(rung_name) == options, (rung_name, options)
                     cibuildwheel(runner, step_env, cibw[1])
+                    ran.append("cibuildwheel")
                 else:
                     runner.run(script, step_env, what)
                 ran.append(what)
     assert ran, workflow
+    # A compiled project's wheels come from cibuildwheel, so were tested on
+    # the oldest JAX too.
+    assert ("cibuildwheel" in ran) == (COMPILED.get(rung_name) == options), ran
