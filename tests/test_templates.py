@@ -20,6 +20,7 @@ from conftest import (
     REPO,
     TESTED_COMBINATIONS,
     assert_lint_clean,
+    battery,
     covering_combinations,
     files_under,
     oldest_jax_combination,
@@ -395,3 +396,30 @@ def test_an_accelerator_runtimes_warning_does_not_stop_the_tests(tmp_path, rung)
     )
     assert "1 failed, 1 passed" in run.stdout, run.stdout[-3000:]
     assert "test_warns_other.py" in run.stdout.split("short test summary")[-1]
+
+
+@pytest.mark.parametrize(
+    "rung",
+    [pytest.param(r, marks=battery(r), id=r.name) for r in available()],
+)
+def test_the_readmes_support_table_is_the_same_on_the_oldest_jax(tmp_path, rung):
+    """A declaration may depend on the JAX that runs it (custom-vjp's counts on
+    JAX 0.10), its README's table may not: the default project's table test
+    passes under the window's oldest JAX too (0.14.0's custom-vjp failed it
+    there, and the oldest-JAX pass, which runs another combination, never saw
+    it). A compiled project is left out: the release path runs its whole suite
+    on the oldest JAX (tests/test_release_steps.py)."""
+    project = scaffold(rung, tmp_path, {})
+    if needs_build(project):
+        pytest.skip("compiled: the release path's oldest-JAX run covers it")
+    path = os.pathsep.join([str(oldest_jax_path()), str(project / "src")])
+    test = "tests/test_conformance.py::test_readme_support_table_is_current"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "1 passed" in run.stdout, run.stdout[-3000:]

@@ -177,12 +177,14 @@ PARTLY_MANUAL = Collectives(
 )
 # Where that free axis is Explicit, JAX 0.10's partitioner also all-gathers
 # the points in the rule's backward (counted on JAX 0.10.2; 0.11.2 and 0.12.1
-# gather none): the gradient program's all-gathers per manual axis.
-OLD_JAX_GATHERS = {{ '{"n": 4, "m": 4}' if cookiecutter.rule == "vjp" else '{"n": 8, "m": 9}' }} if jax.__version_info__ < (0, 11) else {}
+# gather none): the gradient program's all-gathers per manual axis. The note
+# is the same on every JAX, so the README's table is too.
+OLD_JAX_GATHERS = {{ '{"n": 4, "m": 4}' if cookiecutter.rule == "vjp" else '{"n": 8, "m": 9}' }}
+OLD_JAX = jax.__version_info__ < (0, 11)
 EXPLICIT_PARTLY_MANUAL = {
     f"shard-map-partial-explicit-{axis}": Collectives(
         PARTLY_MANUAL.why + f", and JAX 0.10 all-gathers the points ({gathers} all-gathers)",
-        gradient={**PARTLY_MANUAL.gradient, "all-gather": gathers},
+        gradient={**PARTLY_MANUAL.gradient, "all-gather": gathers if OLD_JAX else 0},
     )
     for axis, gathers in OLD_JAX_GATHERS.items()
 }
