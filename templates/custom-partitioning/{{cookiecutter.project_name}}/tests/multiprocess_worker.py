@@ -12,6 +12,11 @@ import jax
 process_id, port = int(sys.argv[1]), sys.argv[2]
 jax.config.update("jax_num_cpu_devices", 4)
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
+# Never from a persistent compilation cache (JAX_COMPILATION_CACHE_DIR, which
+# CI setups often set): with JAX 0.12.1 a CPU executable loaded from it leaves
+# its collectives waiting for the other process, and the pair hangs until the
+# test's timeout (0.10.2 did not).
+jax.config.update("jax_enable_compilation_cache", False)
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id)
 
 import jax.numpy as jnp  # noqa: E402

@@ -51,6 +51,7 @@ def test_two_processes_agree_with_the_oracle():
     finally:
         for proc in procs:
             proc.kill()  # never leave a process waiting for its peer
+            proc.wait()  # and reap it, so no warning of it reaches the next test
     for i, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
         assert proc.returncode == 0, output[-3000:]
         assert f"process {i}: ok on 8 devices" in output
