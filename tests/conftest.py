@@ -142,9 +142,10 @@ def pytest_collection_modifyitems(config, items):
     """Leave out the batteries the tier does not select, and in the quick tier
     the release path's checks (tests/tiers.py); then
     run the slowest first (tests marked slow, then the FFI bakes' own tests and
-    mutants, which build C++): the two workers then even out on the short
-    tests at the end instead of one finishing a long test alone. (Other
-    bakes keep their place, beside the other tests of the same bake.)"""
+    mutants, which build C++), dealt round the workers (_slowest_first): the
+    workers then even out on the short tests at the end instead of one
+    finishing a long test alone. (Other bakes keep their place, beside the
+    other tests of the same bake.)"""
     chosen = selection(config)
 
     def selected(item):
@@ -160,13 +161,32 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _slowest_first(items):
+    """The heavy tests first, dealt round the workers. pytest-xdist's worksteal
+    gives each worker one contiguous share of the queue, in order, and an idle
+    worker steals the end of a busy one's; with every heavy test at the front
+    of the first share, one worker ran them one after another and the full
+    tier ended on the FFI bakes alone. So each share starts with its own
+    heavy tests (the first, the n+1st, ... to the first worker), then its run
+    of the others, in their order."""
+
     def rank(item):
         ffi_bake = item.originalname == "test_own_tests_pass_then_every_mutant_is_killed" and (
             "[ffi-" in item.name
         )
         return (item.get_closest_marker("slow") is None, not ffi_bake)
 
-    items.sort(key=rank)
+    heavy = sorted((item for item in items if rank(item) != (True, True)), key=rank)
+    rest = [item for item in items if rank(item) == (True, True)]
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    ordered, left, start = [], len(items), 0
+    for k in range(workers):
+        share = heavy[k::workers]
+        size = left // (workers - k)  # worksteal's first split (xdist 3.x)
+        take = max(size - len(share), 0)
+        ordered += share + rest[start : start + take]
+        start += take
+        left -= len(share) + take
+    items[:] = ordered + rest[start:]
 
 
 def option_combinations(rung):
