@@ -233,6 +233,18 @@ PART_MISTAKES = {
         ["Arg 'idx': dtype 'int32' is not floating", "add differentiable=False"],
     ),
     "dtype unknown": (lambda: Arg("x", ("n",), dtype="f32"), ["Arg 'x': dtype 'f32'"]),
+    "integer argument without its values": (
+        lambda: Arg("idx", ("n",), differentiable=False, dtype="int32"),
+        ["Arg 'idx': an int32 argument needs the values it takes", "range=(0, 'n')"],
+    ),
+    "range on a floating argument": (
+        lambda: Arg("x", ("n",), range=(0, 4)),
+        ["Arg 'x': range is for integer arguments", "domain="],
+    ),
+    "range not two bounds": (
+        lambda: Arg("i", ("n",), differentiable=False, dtype="int32", range=(0, "n*2")),
+        ["Arg 'i': range must be (low, high), half-open", "'n+1'"],
+    ),
     "smallest negative": (lambda: Arg("x", ("n",), smallest=-1.0), ["Arg 'x': smallest"]),
     "sample not callable": (lambda: Arg("x", ("n",), sample=3), ["Arg 'x': sample must be"]),
     "refusal's error a string": (
@@ -285,7 +297,7 @@ def test_lists_given_for_tuples_are_taken_as_tuples():
         ("x[] -> []", [("x", (), None)], [()]),
         ("x[...,n] -> y[...,n]", [("x", ("...", "n"), None)], [("...", "n")]),
         (
-            "idx[b]:int32, x[b,n] -> values[b], [n]",
+            "idx[b]:int32[0,n), x[b,n] -> values[b], [n]",
             [("idx", ("b",), "int32"), ("x", ("b", "n"), None)],
             [("b",), ("n",)],
         ),
@@ -295,6 +307,20 @@ def test_a_signature_parses(signature, args, outputs):
     parsed = parse_signature(signature)
     assert list(parsed.args) == args
     assert [axes for _, axes in parsed.outputs] == outputs
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [("[0,n)", (0, "n")), ("[0,n]", (0, "n+1")), ("[-1,n-1]", (-1, "n")), ("[2,7)", (2, 7))],
+)
+def test_an_integer_range_is_stored_half_open(text, stored):
+    assert parse_signature(f"x[b], i[b]:int32{text} -> [b]").ranges == {"i": stored}
+
+
+def test_a_range_must_name_an_axis_with_a_size():
+    with pytest.raises(DeclarationError) as error:
+        spec(args=(), outputs=(), signature="x[b,n], i[b]:int32[0,k) -> [b,n]")
+    one_line(error, "arg 'i''s range names 'k', which is no axis with a size")
 
 
 @pytest.mark.parametrize(
@@ -310,6 +336,9 @@ def test_a_signature_parses(signature, args, outputs):
         ("x[b,] -> [b]", "expected an axis name or '...' at column 5, found ']'"),
         ("-> [b]", "expected an argument name at column 1, found '->'"),
         ("x[b]:[n] -> [b]", "expected a dtype name (int32, bool, ...) at column 6"),
+        ("i[b]:int32[3,2) -> [b]", "the range [3,2) is empty at column 14"),
+        ("i[b]:int32[0,n} -> [b]", "unexpected '}' at column 15"),
+        ("i[b]:int32[0,n+] -> [b]", "expected an integer at column 16, found ']'"),
     ],
 )
 def test_a_wrong_signature_says_where(signature, message):
@@ -330,7 +359,7 @@ def test_the_short_form_is_the_long_form():
     short = spec(
         args=(),
         outputs=(),
-        signature="x[b,n], w[n], idx[b]:int32 -> out[b,n]",
+        signature="x[b,n], w[n], idx[b]:int32[0,n) -> out[b,n]",
         arg_options={"w": {"domain": domain, "smallest": 1e-3}},
         op=lambda x, w, idx: x * w,
         reference=lambda x, w, idx: x * w,
@@ -339,7 +368,7 @@ def test_the_short_form_is_the_long_form():
     assert short.args == (
         Arg("x", ("b", "n")),
         Arg("w", ("n",), domain=domain, smallest=1e-3),
-        Arg("idx", ("b",), differentiable=False, dtype="int32"),
+        Arg("idx", ("b",), differentiable=False, dtype="int32", range=(0, "n")),
     )
     assert short.outputs == (("b", "n"),)
     # A floating dtype stays differentiable; arg_options may still say otherwise.

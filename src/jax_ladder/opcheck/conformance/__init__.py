@@ -150,10 +150,12 @@ from .declaration import (
     refusal,
 )
 from .hlo import (
+    NOTES,
     Matmul,
     assert_collectives,
     declared_collectives,
     float32_matmuls_not_highest,
+    held_to_reference,
     matmuls,
     narrowing_matmuls,
 )
@@ -183,6 +185,7 @@ __all__ = [
     "LEADING_RANKS",
     "MESHES",
     "NEW_AXIS",
+    "NOTES",
     "PROGRAMS",
     "REFERENCE_FACTOR",
     "SIZE_KINDS",
@@ -225,6 +228,7 @@ __all__ = [
     "float32_matmuls_not_highest",
     "flushed",
     "hard_args",
+    "held_to_reference",
     "ill_conditioned",
     "in_dtype",
     "make_args",

@@ -14,7 +14,7 @@ import numpy as np
 from ..compare import WORST
 
 # isort: split
-from .declaration import OpSpec
+from .declaration import Arg, OpSpec
 from .oracles import (
     _diff_args,
     _float,
@@ -31,6 +31,7 @@ from .oracles import (
     vjp_oracle,
 )
 from .results import call_as_declared
+from .validation import bound_value
 
 
 # Each case: (rng, shape, dtype, smallest, largest) -> float64 values, where
@@ -109,12 +110,37 @@ HARD_CASES: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+# What a hard case makes of a bool or integer argument (without a sample):
+# every element its low edge (False, the range's low), its high edge (True,
+# high - 1) or one value; the other cases keep make_args' draw. A mask all
+# False is what a fully padded sequence gives an attention.
+_DISCRETE = {"zeros": "low", "tiny": "low", "huge": "high", "exp-edge": "high", "equal": "one"}
+
+
+def _discrete(arg: Arg, a: Any, case: str, spec: OpSpec, rng: np.random.Generator) -> Any:
+    edge = _DISCRETE.get(case)
+    if edge is None or arg.sample is not None or a.size == 0:
+        return a
+    if a.dtype == jnp.bool_:
+        low, high = 0, 2
+    elif arg.range is not None:
+        low, high = (bound_value(b, spec.sizes) for b in arg.range)
+    else:
+        return a
+    value = {"low": low, "high": high - 1, "one": int(rng.integers(low, high))}[edge]
+    return jnp.full(a.shape, value, a.dtype)
+
+
 def hard_args(spec: OpSpec, case: str, rng: np.random.Generator) -> list[Any]:
     """make_args, with every floating argument drawn from a hard case and
-    mapped into its domain (an argument with its own sample keeps it)."""
+    mapped into its domain (an argument with its own sample keeps it), and
+    every bool or integer one at an edge of its values (_DISCRETE)."""
     args = make_args(spec, rng)
     for i, (arg, a) in enumerate(zip(spec.args, args, strict=True)):
-        if arg.sample is not None or not _float(a.dtype):
+        if not _float(a.dtype):
+            args[i] = _discrete(arg, a, case, spec, rng)
+            continue
+        if arg.sample is not None:
             continue
         low, high = arg.domain
         largest = max(abs(low), abs(high))

@@ -39,12 +39,22 @@ from .results import call_as_declared
 
 
 # --- shard_map -----------------------------------------------------------------------
-def _mesh(kind: str, axis_type: AxisType = AxisType.Auto) -> jax.sharding.Mesh:
+def _mesh(kind: str, axis_type: AxisType = AxisType.Auto, size: int | None = None) -> Any:
+    """The mesh of MESHES[kind]; for "1d" splitting an axis of `size`, as
+    many devices (4, 3 or 2) as divide it: three channels split three ways."""
     shape, names = MESHES[kind]
+    if kind == "1d" and size is not None:
+        shape = (mesh_size(size),)
     count = int(np.prod(shape))
     return jax.make_mesh(
         shape, names, axis_types=(axis_type,) * len(shape), devices=mesh_devices(count)
     )
+
+
+def mesh_size(size: int) -> int:
+    """The devices a 1-D mesh splitting an axis of `size` has: 4 where it
+    divides the size, else 3 or 2 (validation refuses a size none divides)."""
+    return next((n for n in (MESHES["1d"][0][0], 3, 2) if size % n == 0), MESHES["1d"][0][0])
 
 
 def _specs(
@@ -56,8 +66,9 @@ def _specs(
     names = (axis,) if isinstance(axis, str) else axis
     specs = []
     for axes in axes_list:
-        first = next((a for a in axes if a in names), None)
-        specs.append(P(*(mesh_axis if a == first else None for a in axes)))
+        # The first dimension so named only: a square x[n,n] splits its rows.
+        first = next((i for i, a in enumerate(axes) if a in names), None)
+        specs.append(P(*(mesh_axis if i == first else None for i in range(len(axes)))))
     return specs
 
 
@@ -244,7 +255,8 @@ def check_jit_sharded(spec: OpSpec, cell: str, rng: np.random.Generator) -> None
     prefixes = ("jit-explicit-set-mesh-", "jit-explicit-2d-", "jit-explicit-", "jit-auto-")
     prefix = next(p for p in prefixes if cell.startswith(p))
     axis = tuple(cell.removeprefix(prefix).split("+"))
-    mesh = _mesh("2d" if two_d else "1d", AxisType.Explicit if explicit else AxisType.Auto)
+    axis_type = AxisType.Explicit if explicit else AxisType.Auto
+    mesh = _mesh("2d" if two_d else "1d", axis_type, None if two_d else spec.sizes[axis[0]])
     args = make_args(spec, rng)
     cts = cotangents_for(spec, args, rng)
     shardings = [NamedSharding(mesh, s) for s in _specs([a.axes for a in spec.args], axis)]
@@ -312,7 +324,7 @@ def check_grad_grad_explicit(spec: OpSpec, cell: str, rng: np.random.Generator) 
     rest = cell.removeprefix("grad-grad-explicit-")
     batched = rest.startswith("vmap-")
     axis = rest.removeprefix("vmap-") if batched else rest
-    mesh = _mesh("1d", AxisType.Explicit)
+    mesh = _mesh("1d", AxisType.Explicit, spec.sizes.get(axis))
     args = make_args(spec, rng)
     arg_axes = [a.axes for a in spec.args]
     ct_axes = _cotangent_axes(spec, args)

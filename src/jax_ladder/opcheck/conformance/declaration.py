@@ -66,7 +66,15 @@ class Arg:
     of its values (the hard values are mapped into it: a positive-only
     argument gets their magnitudes, a bounded one is clipped and its bound
     caps the large cases), and `smallest`, the smallest nonzero magnitude
-    (the tiny case starts there; 0: subnormals too)."""
+    (the tiny case starts there; 0: subnormals too).
+
+    An integer argument declares `range`, the half-open [low, high) of its
+    values, each bound an int or an axis name, "n", "n+1" or "n-1" (its size
+    in the cell: an index into n is range=(0, "n")); its values are drawn
+    across it, both edges included. `sorted`: drawn sorted along its last
+    axis (segment ids an op may assume in order). A bool argument is drawn
+    with both values, and its first two rows all False and all True (a
+    fully masked row)."""
 
     name: str
     axes: tuple[str, ...]
@@ -75,6 +83,8 @@ class Arg:
     sample: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None
     domain: tuple[float, float] = (-math.inf, math.inf)
     smallest: float = 0.0
+    range: tuple[int | str, int | str] | None = None
+    sorted: bool = False
 
     def __post_init__(self) -> None:
         check_arg(self)  # a mistake: DeclarationError, naming the field and the fix
@@ -99,12 +109,15 @@ class Collectives:
     communicate where it is not the reference's: each collective's exact count
     (a COLLECTIVES name; one not named: none), in the forward program, the
     gradient program or both (None: that program is held to the reference's,
-    no more of any collective).
+    no more of any collective, in the cells that split a shard_map axis).
+    at_most=True: the counts are a budget, upper bounds (one declaration for
+    every cell: extra_collectives={"*": Collectives(..., at_most=True)}).
     `why` is the table's note."""
 
     why: str
     forward: Mapping[str, int] | None = None
     gradient: Mapping[str, int] | None = None
+    at_most: bool = False
 
     def __post_init__(self) -> None:
         check_collectives(self, COLLECTIVES)

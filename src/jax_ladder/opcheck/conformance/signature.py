@@ -8,13 +8,19 @@ is args=(Arg("x", ("b", "n")), Arg("w", ("n",))), outputs=(("b", "n"),).
 The grammar (spaces anywhere between the parts):
 
     signature := arg ("," arg)* "->" output ("," output)*
-    arg       := name "[" axes "]" [":" dtype]
+    arg       := name "[" axes "]" [":" dtype [range]]
+    range     := "[" bound "," bound (")" | "]")   (half-open or closed)
+    bound     := ["-"] int | axis [("+" | "-") int]
     output    := [name] "[" axes "]"
     axes      := nothing (a scalar) | axis ("," axis)*
     axis      := name | "..."  ("..." only first: any leading axes)
 
 An argument's `:dtype` fixes its dtype (Arg.dtype); a dtype that is not
-floating (idx[b]:int32, mask[b,s]:bool) also makes it not differentiable.
+floating (idx[b]:int32[0,n), mask[b,s]:bool) also makes it not
+differentiable. An integer argument's range follows its dtype: the values
+it takes, [low,high) or [low,high], each bound an int or an axis's size in
+the cell, plus or minus an int (Arg.range, stored half-open: [0,n] is
+range=(0, "n+1")).
 An output's name is for the reader only. The Arg options the line has no
 syntax for go in OpSpec(arg_options={"x": dict(domain=(0.0, math.inf))}),
 by argument name: differentiable, dtype, sample, domain, smallest.
@@ -38,9 +44,12 @@ from typing import Any
 
 from .validation import LEADING, DeclarationError, _floating, leading_sizes
 
-# A name, "...", "->", or one of [ ] , :
-_TOKEN = re.compile(r"(?P<name>[A-Za-z_]\w*)|(?P<leading>\.\.\.)|(?P<arrow>->)|(?P<punct>[\[\],:])")
-ARG_OPTIONS = ("differentiable", "dtype", "sample", "domain", "smallest")
+# A name, "...", "->", an integer, or one of [ ] ( ) , : + -
+_TOKEN = re.compile(
+    r"(?P<name>[A-Za-z_]\w*)|(?P<leading>\.\.\.)|(?P<arrow>->)|(?P<int>\d+)"
+    r"|(?P<punct>[\[\](),:+-])"
+)
+ARG_OPTIONS = ("differentiable", "dtype", "sample", "domain", "smallest", "range", "sorted")
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,7 @@ class Signature:
 
     args: tuple[tuple[str, tuple[str, ...], str | None], ...]
     outputs: tuple[tuple[str | None, tuple[str, ...]], ...]
+    ranges: Mapping[str, tuple[int | str, int | str]]  # by argument name, half-open
 
 
 class _Parser:
@@ -108,8 +118,41 @@ class _Parser:
             self.take("]")
             return tuple(axes)
 
+    def bound(self) -> tuple[int | str, int]:
+        """One range bound, as an int or "axis", "axis+k", "axis-k"; and its column."""
+        column = self.peek()[2]
+        if self.peek()[1] == "-" and self.peek()[0] == "punct":
+            self.i += 1
+            return -int(self.take(kind="int", what="an integer")[1]), column
+        if self.peek()[0] == "int":
+            return int(self.take(kind="int")[1]), column
+        name = self.take(kind="name", what="a bound: an integer or an axis name")[1]
+        if self.peek()[1] in ("+", "-") and self.peek()[0] == "punct":
+            sign = self.take("+", "-")[1]
+            return f"{name}{sign}{self.take(kind='int', what='an integer')[1]}", column
+        return name, column
+
+    def value_range(self) -> tuple[int | str, int | str]:
+        """[low,high) or [low,high]: stored half-open."""
+        self.take("[")
+        low, _ = self.bound()
+        self.take(",")
+        high, column = self.bound()
+        closed = self.take(")", "]", what="')' (half-open) or ']' (closed)")[1] == "]"
+        if closed:
+            if isinstance(high, int):
+                high += 1
+            else:
+                name, sign, k = re.match(r"(\w+)([+-]?)(\d*)", high).groups()  # type: ignore[union-attr]
+                shift = (int(k) if sign == "+" else -int(k) if sign else 0) + 1
+                high = name if shift == 0 else f"{name}{'+' if shift > 0 else '-'}{abs(shift)}"
+        if isinstance(low, int) and isinstance(high, int) and low >= high:
+            self.fail(f"the range [{low},{high}) is empty", column)
+        return low, high
+
     def parse(self) -> Signature:
         args: list[tuple[str, tuple[str, ...], str | None]] = []
+        self.ranges: dict[str, tuple[int | str, int | str]] = {}
         while True:
             _, name, column = self.take(kind="name", what="an argument name")
             if any(a[0] == name for a in args):
@@ -119,6 +162,8 @@ class _Parser:
             if self.peek()[1] == ":":
                 self.i += 1
                 dtype = self.take(kind="name", what="a dtype name (int32, bool, ...)")[1]
+                if self.peek()[1] == "[":
+                    self.ranges[name] = self.value_range()
             args.append((name, axes, dtype))
             if self.peek()[1] != ",":
                 break
@@ -134,7 +179,7 @@ class _Parser:
                 break
             self.i += 1
         self.take(kind="end", what="',' or the end")
-        return Signature(tuple(args), tuple(outputs))
+        return Signature(tuple(args), tuple(outputs), self.ranges)
 
 
 def parse_signature(signature: str) -> Signature:
@@ -182,6 +227,13 @@ def args_and_outputs(
                     "arg_options; give it once"
                 )
             given["dtype"] = dtype
+            if name in parsed.ranges:
+                if "range" in given:
+                    raise DeclarationError(
+                        f"{owner}: argument {name!r} has a range in signature= and in "
+                        "arg_options; give it once"
+                    )
+                given["range"] = parsed.ranges[name]
             if "differentiable" not in given and not _floating(dtype):
                 given["differentiable"] = False
         args.append(Arg(name, axes, **given))

@@ -140,6 +140,7 @@ def check_arg(arg: Any) -> None:
                 f"{owner}: dtype {arg.dtype!r} is not floating, so it has no gradient; "
                 "add differentiable=False"
             )
+    _check_range(owner, arg)
     if arg.sample is not None and not callable(arg.sample):
         raise DeclarationError(
             f"{owner}: sample must be a function (rng, shape) -> float64 array, not "
@@ -164,6 +165,64 @@ def check_arg(arg: Any) -> None:
             f"{owner}: smallest must be a number >= 0 (the smallest nonzero magnitude "
             f"supported; 0: subnormals too), not {arg.smallest!r}"
         )
+
+
+# A bound of Arg.range: an int, or an axis name with an optional +k or -k.
+_BOUND = re.compile(r"^([A-Za-z_]\w*)\s*(?:([+-])\s*(\d+))?$")
+
+
+def bound_value(bound: int | str, sizes: Mapping[str, Any]) -> int:
+    """A range bound's value at these axis sizes."""
+    if isinstance(bound, int):
+        return bound
+    found = _BOUND.match(bound)
+    assert found is not None, bound  # check_arg saw to it
+    name, sign, k = found.groups()
+    return int(sizes[name]) + (int(k) if sign == "+" else -int(k) if sign else 0)
+
+
+def range_axes(arg: Any) -> list[str]:
+    """The axes an argument's range bounds name."""
+    bounds = arg.range or ()
+    return [_BOUND.match(b).group(1) for b in bounds if isinstance(b, str)]  # type: ignore[union-attr]
+
+
+def _check_range(owner: str, arg: Any) -> None:
+    """An integer argument's range (or sample), a bool's none, a float's none."""
+    import jax.numpy as jnp
+
+    dtype = _dtype(arg.dtype) if arg.dtype is not None else None
+    integer = dtype is not None and jnp.issubdtype(dtype, jnp.integer)
+    if arg.range is None:
+        if integer and arg.sample is None:
+            raise DeclarationError(
+                f"{owner}: an {arg.dtype} argument needs the values it takes: "
+                f"{arg.name}[...]:{arg.dtype}[0,n) in signature=, or range=(0, 'n') on the Arg "
+                "(bounds: ints or axis names, n+1 too), or a sample="
+            )
+        return
+    if not integer:
+        raise DeclarationError(
+            f"{owner}: range is for integer arguments (dtype='int32', say); a floating "
+            "one declares domain=(lo, hi), a bool one neither"
+        )
+    bounds = arg.range
+    if (
+        not isinstance(bounds, (tuple, list))
+        or len(bounds) != 2
+        or not all(
+            (isinstance(b, int) and not isinstance(b, bool))
+            or (isinstance(b, str) and _BOUND.match(b))
+            for b in bounds
+        )
+    ):
+        raise DeclarationError(
+            f"{owner}: range must be (low, high), half-open, each an int or an axis name "
+            f"('n', 'n+1', 'n-1'), e.g. range=(0, 'n'), not {bounds!r}"
+        )
+    object.__setattr__(arg, "range", (bounds[0], bounds[1]))
+    if arg.sorted not in (True, False):
+        raise DeclarationError(f"{owner}: sorted must be True or False, not {arg.sorted!r}")
 
 
 def check_refuse(refuse: Any) -> None:
@@ -196,6 +255,11 @@ def check_collectives(collectives: Any, names: tuple[str, ...]) -> None:
         raise DeclarationError(
             "Collectives: why must say, for the support table, why the program communicates "
             f"otherwise than the reference's, not {collectives.why!r}"
+        )
+    if not isinstance(collectives.at_most, bool):
+        raise DeclarationError(
+            f"Collectives: at_most must be True (the counts are upper bounds) or False "
+            f"(exact), not {collectives.at_most!r}"
         )
     if collectives.forward is None and collectives.gradient is None:
         raise DeclarationError(
@@ -361,6 +425,13 @@ def check_spec(spec: Any) -> None:
                 f"{owner}: sizes has no size for axis {axis!r} (used by {who}); add "
                 "sizes={..., " + f"{axis!r}: 8" + "}"
             )
+    for arg in spec.args:
+        for axis in range_axes(arg):
+            if axis not in spec.sizes or axis == LEADING:
+                raise DeclarationError(
+                    f"{owner}: arg {arg.name!r}'s range names {axis!r}, which is no axis with a "
+                    f"size; the axes are {sorted(a for a in spec.sizes if a != LEADING)}"
+                )
     has_leading = any(a.axes[:1] == (LEADING,) for a in spec.args)
     for k, o in enumerate(outputs):
         if o[:1] == (LEADING,) and not has_leading:
@@ -452,6 +523,36 @@ def check_spec(spec: Any) -> None:
                 raise DeclarationError(
                     f"{owner}: {field} names no cell: {key!r}; {_did_you_mean(str(key), names)}"
                 )
+    _check_meshes(owner, spec)
+
+
+def _check_meshes(owner: str, spec: Any) -> None:
+    """Each axis a sharding cell splits has a size its mesh divides: a
+    shard_map axis a multiple of 4 (the 1-D mesh's devices, and the 2x2
+    mesh's both axes), any other axis one of 4, 3 or 2 divides (its jit-*
+    cells take that many devices), unless those cells are refused."""
+    from .declaration import refusal
+
+    for axis in spec.shard_map_axes:
+        if spec.sizes[axis] % 4:
+            raise DeclarationError(
+                f"{owner}: sizes[{axis!r}] = {spec.sizes[axis]}, but a shard_map axis must be a "
+                f"multiple of 4 (its cells split it over 4 devices); use e.g. "
+                f"{4 * max(1, round(spec.sizes[axis] / 4))}"
+            )
+    for axis in spec.axes:
+        size = spec.sizes[axis]
+        if any(size % n == 0 for n in (4, 3, 2)):
+            continue
+        cells = [f"jit-auto-{axis}", f"jit-explicit-{axis}", f"jit-explicit-set-mesh-{axis}"]
+        cells.append(f"grad-grad-explicit-{axis}")
+        if all(refusal(spec, cell) is not None for cell in cells):
+            continue
+        raise DeclarationError(
+            f"{owner}: sizes[{axis!r}] = {size}, which no mesh of 4, 3 or 2 devices divides, "
+            f"and the jit-*-{axis} cells split it; use a size one divides ({size + 1}, say), or "
+            f"refuse those cells (refuse={{'jit-*-{axis}': Refuse(...)}})"
+        )
 
 
 # --- The declaration against the reference's and the oracle's results ------------------
