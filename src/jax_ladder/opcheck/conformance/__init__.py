@@ -119,7 +119,7 @@ import pytest
 from .cells_autodiff import check_autodiff, check_forward_batched, check_grads_cell
 from .cells_control_flow import check_control_flow
 from .cells_export import check_export
-from .cells_hard import HARD_CASES, check_hard, flushed, hard_args
+from .cells_hard import HARD_CASES, NONFINITE_CASES, check_hard, flushed, hard_args
 from .cells_sharding import (
     _free_split,
     assert_same_shardings,
@@ -172,7 +172,14 @@ from .oracles import (
 )
 from .results import assert_as_declared, assert_as_reference, assert_deterministic, call_as_declared
 from .signature import Signature, expand_leading, parse_signature, uses_leading
-from .validation import DEFAULT_LEADING, LEADING, DeclarationError, check_declaration, shape_of
+from .validation import (
+    DEFAULT_LEADING,
+    LEADING,
+    DeclarationError,
+    check_declaration,
+    range_axes,
+    shape_of,
+)
 
 __all__ = [
     "COLLECTIVES",
@@ -185,6 +192,7 @@ __all__ = [
     "LEADING_RANKS",
     "MESHES",
     "NEW_AXIS",
+    "NONFINITE_CASES",
     "NOTES",
     "PROGRAMS",
     "REFERENCE_FACTOR",
@@ -250,18 +258,20 @@ def cell_names(spec: OpSpec) -> list[str]:
     names = ["eager", "jit", "jit-donate", "vmap-new-axis"]
     several = len(spec.args) > 1
     names += [f"vmap-only-{a.name}" for a in spec.args if several]
-    names += ["vmap-mixed"] if several else []
+    names += [f"vmap-only-{a.name}-inner" for a in spec.args if several and a.axes]
+    names += ["vmap-mixed", "vmap-apart", "vmap-apart-reversed"] if several else []
     names += ["vmap-nested", "vmap-of-grad", "vmap-of-grad-inner"]
     names += [f"vmap-of-grad-only-{a.name}" for a in spec.args if several]
+    names += ["vmap-of-grad-apart"] if several else []
     names += ["vmap-sharded-new-axis"]
     names += [f"vmap-axis-{a}" for a in spec.batch_axes]
-    names += [f"size-{a}-{kind}" for a in spec.axes for kind in SIZE_KINDS]
+    names += [f"size-{a}-{kind}" for a in spec.axes for kind in SIZE_KINDS if _sizable(spec, a, kind)]
     names += [f"size-{LEADING}-{rank}" for rank in LEADING_RANKS] if uses_leading(spec) else []
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
     names += ["vjp", "jit-grad", "jvp", "linearize", *FORWARD_BATCHED]
     names += ["check-grads-1", "check-grads-2"]
     names += ["checkpoint", "scan", "cond"]
-    names += [f"hard-{case}" for case in HARD_CASES]
+    names += [f"hard-{c}" for c in HARD_CASES if not (spec.finite and c in NONFINITE_CASES)]
     for axis in spec.shard_map_axes:
         for mesh in MESHES:
             names += [
@@ -286,6 +296,15 @@ def cell_names(spec: OpSpec) -> list[str]:
     return names + [f"{n}@{d}" for d in spec.cell_dtypes[1:] for n in once]
 
 
+def _sizable(spec: OpSpec, axis: str, kind: str) -> bool:
+    """Whether a size cell can draw its inputs: at size 0, no argument
+    without that axis may hold indices into it (an index into an empty axis
+    is no input an op can be given)."""
+    if kind != "0":
+        return True
+    return not any(axis in range_axes(a) and axis not in a.axes for a in spec.args)
+
+
 def unknown_refusals(spec: OpSpec) -> list[str]:
     """Declared refusals that name no cell (a typo would silently refuse nothing)."""
     names = cell_names(spec)
@@ -302,7 +321,7 @@ def run_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     spec, base = in_dtype(spec, cell)
     if not base.startswith(f"size-{LEADING}-"):  # those cells size the leading axes
         spec = expand_leading(spec)
-    check = _cell_function(base)
+    check = check_shard_map if base in _plain_shard_map(spec) else _cell_function(base)
     if refuse is None:
         try:
             check(spec, base, rng)
@@ -341,6 +360,14 @@ def _bare_assert(error: AssertionError) -> str:
         f"AssertionError without a message at {Path(last.filename).name}:{last.lineno} "
         f"({last.name}: {last.line}): an internal check of JAX or the op failed, not a comparison"
     )
+
+
+def _plain_shard_map(spec: OpSpec) -> set[str]:
+    """The shard-map-* cells that are not shard-map-partial-*, whatever the
+    axis is named (an axis named "partial" makes shard-map-partial-1d)."""
+    kinds = ("", "grad-inside-", "grad-outside-")
+    names = {f"shard-map-{k}{a}-{m}" for a in spec.shard_map_axes for m in MESHES for k in kinds}
+    return names | {f"shard-map-wrong-out-specs-{a}" for a in spec.shard_map_axes}
 
 
 def _cell_function(cell: str) -> Callable[[OpSpec, str, np.random.Generator], None]:

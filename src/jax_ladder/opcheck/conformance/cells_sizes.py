@@ -1,4 +1,5 @@
-"""The size cells: size-<d>-1, size-<d>-ragged and size-<d>-large; and, for
+"""The size cells: size-<d>-0 (an empty axis: an empty batch, no features),
+size-<d>-1, size-<d>-ragged and size-<d>-large; and, for
 an op whose arguments have leading axes ("..."), size-...-0 and size-...-2:
 none, and two (LEADING_RANKS)."""
 
@@ -37,8 +38,8 @@ def cell_size(spec: OpSpec, axis: str, kind: str) -> int:
     declared size suggests, nor of any mesh's shard count); large, LARGE
     times the declared size."""
     declared = spec.sizes[axis]
-    if kind == "1":
-        return 1
+    if kind in ("0", "1"):
+        return int(kind)
     if kind == "large":
         return LARGE * declared
     candidate = max(declared, 4) + 1

@@ -1,6 +1,7 @@
-"""The vmap cells: vmap-new-axis, vmap-only-<arg>, vmap-mixed, vmap-nested,
-vmap-of-grad, vmap-of-grad-inner, vmap-of-grad-only-<arg>, vmap-axis-<d>
-and vmap-sharded-new-axis."""
+"""The vmap cells: vmap-new-axis, vmap-only-<arg>, vmap-only-<arg>-inner,
+vmap-mixed, vmap-apart, vmap-apart-reversed, vmap-nested, vmap-of-grad,
+vmap-of-grad-inner, vmap-of-grad-only-<arg>, vmap-of-grad-apart,
+vmap-axis-<d> and vmap-sharded-new-axis."""
 
 from __future__ import annotations
 
@@ -33,6 +34,17 @@ from .oracles import (
 from .results import call_as_declared
 
 
+def apart_axes(args: list[Any], reversed_: bool = False) -> list[int]:
+    """Every argument batched, no two on the same axis where their ranks
+    allow: the i-th on axis i (or its last), or, reversed, the first on its
+    last axis and the i-th i axes before it. A batching rule that assumes
+    its operands share a batch axis (moves one and indexes the other) is
+    off here and nowhere else."""
+    if reversed_:
+        return [max(a.ndim - i, 0) for i, a in enumerate(args)]
+    return [min(i, a.ndim) for i, a in enumerate(args)]
+
+
 def _mixed_axes(args: list[Any]) -> list[int | None]:
     """Each argument batched otherwise: its last axis, none, its first, in
     turn (the first argument on a non-leading axis wherever it has one)."""
@@ -60,8 +72,18 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         )
     elif cell.startswith("vmap-only-"):
         name = cell.removeprefix("vmap-only-")
-        in_axes = [0 if a.name == name else None for a in spec.args]
-        _check_batched(spec, args, in_axes, 0, rng, f"vmap of {name} alone")
+        inner = name.endswith("-inner")
+        name = name.removesuffix("-inner")
+        # -inner: the new axis last in that argument, none of the others batched
+        in_axes = [
+            (a.ndim if inner else 0) if s.name == name else None
+            for a, s in zip(args, spec.args, strict=True)
+        ]
+        where = f"vmap of {name} alone" + (", on its last axis" if inner else "")
+        _check_batched(spec, args, in_axes, 0, rng, where)
+    elif cell in ("vmap-apart", "vmap-apart-reversed"):
+        in_axes = apart_axes(args, reversed_=cell.endswith("-reversed"))
+        _check_batched(spec, args, in_axes, 0, rng, f"vmap, each argument on its own axis {in_axes}")
     elif cell == "vmap-nested":
         # Outer axis first, inner axis last: two batching rules composed.
         inner = [_insert(a, a.ndim, 2, rng, arg) for a, arg in zip(args, spec.args, strict=True)]
@@ -123,6 +145,9 @@ def _check_vmap_of_grad(spec: OpSpec, cell: str, args: list[Any], rng: Any) -> N
     elif cell == "vmap-of-grad-inner":
         in_axes = [min(1, a.ndim) for a in args]
         out_axes, where = -1, "jit(vmap(grad)), batch axis 1 in, last out"
+    elif cell == "vmap-of-grad-apart":
+        in_axes = list(apart_axes(args, reversed_=True))
+        out_axes, where = 0, f"jit(vmap(grad)), each argument on its own axis {in_axes}"
     else:
         name = cell.removeprefix("vmap-of-grad-only-")
         in_axes = [0 if a.name == name else None for a in spec.args]

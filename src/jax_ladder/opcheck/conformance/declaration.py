@@ -47,7 +47,7 @@ FORWARD_MODE = ("linearize", *FORWARD_BATCHED)  # the cells besides jvp that tak
 
 
 # size-<d>-<kind>: one axis at another size than declared, the rest as declared
-SIZE_KINDS = ("1", "ragged", "large")
+SIZE_KINDS = ("0", "1", "ragged", "large")
 
 
 LARGE = 4  # size-<d>-large: that many times the declared size
@@ -198,6 +198,10 @@ class OpSpec:
     # The short form of args and outputs (signature.py), and the Arg options
     # its line has no syntax for, by argument name: {"x": dict(domain=(0, 1))}.
     # Not fields: a declaration holds the args and outputs they make.
+    # The op supports finite inputs only: no hard-nonfinite or hard-masked-rows
+    # cell (what that gives up: an attention's fully masked row, a NaN passed
+    # through; docs/opcheck.md).
+    finite: bool = False
     signature: InitVar[str | None] = None
     arg_options: InitVar[Mapping[str, Mapping[str, Any]] | None] = None
 

@@ -487,6 +487,12 @@ def check_spec(spec: Any) -> None:
             )
         object.__setattr__(spec, "differentiable_outputs", tuple(picked))
 
+    if not isinstance(spec.finite, bool):
+        raise DeclarationError(
+            f"{owner}: finite must be True (the op supports finite inputs only) or False, "
+            f"not {spec.finite!r}"
+        )
+
     # the mappings
     _mapping(owner, "platforms", spec.platforms, "{'cpu': ''}")
     _mapping(owner, "matmul_inputs", spec.matmul_inputs, "{'tpu': 'bfloat16'}")
