@@ -82,7 +82,10 @@ pip_install() {
 # examples/ladder's C++, which a plain `pip install .` leaves out (it compiles
 # nothing; CMakeLists.txt says why). Here they are switched on, built without
 # build isolation against this environment's jax and nanobind, so those must be
-# present first; wheel.platlib=true tags that wheel for its platform.
+# present first; wheel.platlib=true tags that wheel for its platform. The two
+# build tools are the kit's `ffi` extra, not its dependencies: scripts/demo
+# needs them too, as `jax-ladder demo` builds the ffi project in place
+# (tests/test_packaging.py holds these pins to the extra's).
 pip_install "scikit-build-core>=0.11" "nanobind>=2.4" "jax>=0.10,<0.13"
 FFI_EXAMPLES="${KIT_BUILD_FFI_EXAMPLES:-ON}"
 BUILD_SETTINGS=("-Ccmake.define.JAX_LADDER_BUILD_FFI_EXAMPLE=$FFI_EXAMPLES")

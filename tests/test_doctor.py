@@ -35,6 +35,7 @@ def test_doctor_runs_here(tmp_path):
     assert "backend     cpu" in out
     for name in ("cookiecutter", "nanobind", "scikit-build-core", "cmake", "nvcc", "c++"):
         assert name in out
+    assert "\nffi         needs a C++ compiler" in out
     for rung in LADDER:
         line = next(x for x in out.splitlines() if f" {rung.step}. {rung.name} " in x)
         assert any(f" {status} " in line for status in STATUSES), line
@@ -257,7 +258,54 @@ def test_ffi_status_by_tools():
         doctor.CANNOT, "needs CMake >= 3.18 (found 3.10.2)"
     )
     missing = facts(packages={"nanobind": None}, tools={"cmake": None})
-    assert verdict(missing, "ffi") == doctor.Verdict(doctor.CANNOT, "needs CMake, nanobind")
+    assert verdict(missing, "ffi") == doctor.Verdict(doctor.CANNOT, "needs CMake")
+    # The build tools are no CANNOT: a project's `pip install .` gets them by build isolation.
+    isolated = verdict(facts(packages={"nanobind": None, "scikit-build-core": None}), "ffi")
+    assert isolated.status == doctor.RUNS
+    assert isolated.why.endswith("; scikit-build-core, nanobind by build isolation")
+
+
+def ffi_fact(f):
+    """The doctor's `ffi` fact, unwrapped."""
+    return " ".join(" ".join(doctor.render_ffi_build(doctor.ffi_build(f))).split())
+
+
+def test_the_ffi_fact_says_what_a_build_needs_and_what_is_here():
+    """What building the ffi rung's project needs (a C++ compiler, CMake >= 3.18,
+    nanobind and scikit-build-core), what of it is here, and where the two
+    Python build tools come from when they are not: build isolation, or the
+    kit's `ffi` extra for the demo's in-place build."""
+    here = ffi_fact(facts())
+    assert here.startswith("ffi needs a C++ compiler (c++ found) and CMake >= 3.18 (3.25.1); ")
+    assert here.endswith(
+        "nanobind and scikit-build-core: installed, for in-place builds "
+        "(jax-ladder demo, --no-build-isolation)"
+    )
+    bare = facts(
+        packages={"nanobind": None, "scikit-build-core": None},
+        tools={"c++": None, "g++": None, "cmake": Tool("/usr/bin/cmake", "3.10.2")},
+    )
+    text = ffi_fact(bare)
+    assert "a C++ compiler (none found) and CMake >= 3.18 (3.10.2: too old)" in text
+    assert "scikit-build-core and nanobind not installed, so only isolated builds" in text
+    assert text.endswith("need pip install 'scikit-build-core>=0.11' 'nanobind>=2.4'")
+    assert "(not found)" in ffi_fact(facts(tools={"cmake": None}))
+    # Wrapped like the other facts: under the label column, the report's width.
+    lines = doctor.render_ffi_build(doctor.ffi_build(bare))
+    assert len(lines) > 1
+    assert all(len(line) <= doctor_facts.WIDTH for line in lines)
+    assert all(line.startswith(" " * doctor_facts.LABEL) for line in lines[1:])
+    assert "--no-build-isolation" in " ".join(lines)  # never broken at its hyphens
+    # Shown with the facts, and in the JSON form.
+    assert "\nffi         needs a C++ compiler" in doctor.render(doctor.assess(bare))
+    assert doctor.to_json(doctor.assess(bare))["ffi_build"] == {
+        "compiler": None,
+        "cmake": "3.10.2",
+        "cmake_ok": False,
+        "build_tools": {"scikit-build-core": None, "nanobind": None},
+        "in_place": False,
+    }
+    assert doctor.to_json(doctor.assess(facts()))["ffi_build"]["in_place"] is True
 
 
 def test_sharding_rungs_mention_simulated_devices_on_one_device():

@@ -1,9 +1,12 @@
 """What the kit ships: a licence in the wheel and sdist, an sdist that holds
-the templates but nothing from a local environment or build, and a default
-install that compiles nothing (a pure wheel; the compiled FFI examples are the
-tests' opt-in, CMakeLists.txt), from which a new user's op, declared in an
-empty folder, passes `jax-ladder opcheck` and the pytest plugin (issue 60)."""
+the templates but nothing from a local environment or build, runtime
+dependencies that are exactly what the kit imports (build tools in an extra),
+and a default install that compiles nothing (a pure wheel; the compiled FFI
+examples are the tests' opt-in, CMakeLists.txt), from which a new user's op,
+declared in an empty folder, passes `jax-ladder opcheck` and the pytest plugin
+(issue 60)."""
 
+import ast
 import json
 import os
 import re
@@ -12,12 +15,17 @@ import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 import venv
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from jax_ladder import runner
 
 
 def test_installed_kit_declares_and_carries_its_licence():
@@ -41,6 +49,135 @@ def test_sdist_has_the_licence_and_templates_and_no_local_environment(tmp_path):
     assert any(n.startswith("examples/ffi/csrc/") for n in names)
     leaked = [n for n in names if n.startswith((".venv", "build/")) or "/.venv/" in n]
     assert leaked == [], leaked[:10]
+
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+SRC = REPO / "src"
+# Runtime needs that no module of the kit imports, each with where it is used.
+NOT_IMPORTED = {
+    # jax.export's serialize() imports flatbuffers, and jax does not depend on it.
+    "flatbuffers": ("jax_ladder/opcheck/conformance/cells_export.py", ".serialize()"),
+}
+# Modules the kit's code imports that are not packages to install, and why.
+NOT_DISTRIBUTIONS = {
+    # support_table.main runs in a generated project's tests/ folder (it puts
+    # that folder on sys.path first), where op_spec.py is the project's own.
+    "op_spec": "jax_ladder/opcheck/support_table.py",
+}
+
+
+def requirement_names(requirements):
+    return {canonicalize_name(Requirement(text).name) for text in requirements}
+
+
+def module_file(module):
+    """The kit's source file of `module` (a jax_ladder module), or None."""
+    path = SRC.joinpath(*module.split("."))
+    return next((f for f in (path.with_suffix(".py"), path / "__init__.py") if f.is_file()), None)
+
+
+def imports_of(module):
+    """Every module name an import statement in `module` names, function-level
+    ones (the plugin's lazy JAX) included, relative ones made absolute; for
+    `from package import name`, package.name too (it may be a submodule)."""
+    path = module_file(module)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def kit_runtime_imports():
+    """The top-level modules outside the standard library that the kit imports
+    when it runs: the modules reachable by import from its entry points (the
+    `jax-ladder` command, the pytest plugin) and from `jax_ladder.opcheck`, the
+    public call (whose lazy exports are named in its TYPE_CHECKING block). The
+    files copied into projects and not imported by the kit (project_files/, the
+    engine's plot.py) are not reached, so their imports do not count."""
+    roots = [script.split(":")[0] for script in PYPROJECT["project"]["scripts"].values()]
+    for group in PYPROJECT["project"]["entry-points"].values():
+        roots += [target.split(":")[0] for target in group.values()]
+    roots += ["jax_ladder", "jax_ladder.__main__", "jax_ladder.opcheck"]
+    seen, todo, outside = set(), list(roots), {}
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for name in imports_of(module):
+            top = name.split(".")[0]
+            if top == "jax_ladder":
+                if module_file(name) is not None:
+                    todo.append(name)
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                outside.setdefault(top, module)
+    assert "jax_ladder.opcheck.plugin" in seen, seen
+    assert "jax_ladder.commands.demo" in seen, seen
+    assert "jax_ladder.opcheck.plot" not in seen  # a project's benchmark module
+    return outside
+
+
+def test_runtime_dependencies_are_what_the_kit_imports():
+    """pyproject's dependencies are what a library that adds the kit (say, to
+    its test extra) gets, so they are exactly what `jax-ladder` and
+    `jax_ladder.opcheck` import, plus the NOT_IMPORTED needs: no build tool of
+    the generated projects (nanobind, scikit-build-core build the ffi project in
+    its own isolated environment; the demo's in-place build asks for the `ffi`
+    extra)."""
+    declared = requirement_names(PYPROJECT["project"]["dependencies"])
+    distributions = metadata.packages_distributions()
+    imported, unknown = set(), []
+    for top, where in kit_runtime_imports().items():
+        if top in NOT_DISTRIBUTIONS:
+            assert NOT_DISTRIBUTIONS[top] == where.replace(".", "/") + ".py", (top, where)
+        elif top in distributions:
+            imported |= {canonicalize_name(d) for d in distributions[top]}
+        else:
+            unknown.append(f"{top} (imported by {where})")
+    assert unknown == [], f"imported, but from no installed distribution: {unknown}"
+    # jaxlib installs the `jaxlib` module, never imported by name: jax requires it.
+    imported -= {"jaxlib"}
+    for name, (path, use) in NOT_IMPORTED.items():
+        assert use in (SRC / path).read_text(), f"{name}: {path} no longer uses {use}"
+    needed = imported | set(NOT_IMPORTED)
+    assert sorted(declared - needed) == [], "declared, but the kit never imports them"
+    assert sorted(needed - declared) == [], "imported, but not declared"
+
+
+def test_the_ffi_extra_is_what_the_in_place_build_imports():
+    """`jax-ladder demo` builds the ffi project without isolation from the kit's
+    environment (runner.BUILD_TOOLS, which the doctor reports and whose absence
+    the runner names in one line); the `ffi` extra is exactly those, and
+    scripts/_env.sh installs the same pins before the kit (its own build and
+    the demo's need them, from a fresh clone)."""
+    extra = PYPROJECT["project"]["optional-dependencies"]["ffi"]
+    assert sorted(extra) == sorted(name + spec for name, spec in runner.BUILD_TOOLS.values())
+    env_sh = (REPO / "scripts" / "_env.sh").read_text()
+    for requirement in extra:
+        assert f'"{requirement}"' in env_sh, requirement
+
+
+def test_a_missing_build_tool_is_one_line_naming_what_to_install(tmp_path, monkeypatch):
+    tools = {**runner.BUILD_TOOLS, "surely_not_a_module_xyz": ("nanobind", ">=2.4")}
+    del tools["nanobind"]
+    monkeypatch.setattr(runner, "BUILD_TOOLS", tools)
+    (tmp_path / "CMakeLists.txt").write_text("")
+    status, output = runner.build_project(tmp_path, tmp_path / "site")
+    assert status != 0
+    assert output.count("\n") == 0, output
+    assert "needs nanobind in this environment" in output
+    # The package by name, not `jax-ladder[ffi]`, which pip may seek on the index.
+    assert output.endswith(": pip install 'nanobind>=2.4'"), output
+    assert not (tmp_path / "site").exists()  # pip never ran
 
 
 # A C or C++ compiler's command (cc, c++, gcc-12, x86_64-linux-gnu-g++, clang++-18, cpp).

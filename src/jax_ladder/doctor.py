@@ -18,9 +18,18 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from jax_ladder.doctor_facts import WIDTH, Facts, at_least, below_range, render_facts, within
+from jax_ladder.doctor_facts import (
+    LABEL,
+    WIDTH,
+    Facts,
+    at_least,
+    below_range,
+    render_facts,
+    within,
+)
 from jax_ladder.doctor_facts import gather as gather  # re-exported: the CLI calls doctor.gather
 from jax_ladder.rungs import LADDER, available
+from jax_ladder.runner import BUILD_TOOLS, install_build_tools
 from jax_ladder.versions import JAX_SPEC, JAX_TESTED, PYTHON_OLDEST
 
 SUPPORTED_JAX = SpecifierSet(JAX_SPEC)
@@ -212,26 +221,70 @@ def _pallas(facts: Facts) -> Verdict:
     )
 
 
-def _ffi_missing(facts: Facts) -> list[str]:
-    missing = [] if facts.compiler else ["a C++ compiler"]
+@dataclass(frozen=True)
+class FfiBuild:
+    """What building the ffi rung's project (CMakeLists.txt, scikit-build-core,
+    nanobind) finds here. A C++ compiler and CMake come from the machine either
+    way; nanobind and scikit-build-core come from this environment only for an
+    in-place build (`jax-ladder demo`, `pip install --no-build-isolation`), while
+    a project's own `pip install .` gets them by build isolation."""
+
+    compiler: str | None  # the first C++ compiler found
+    cmake: str | None  # its version ("" when unreadable); None when not found
+    build_tools: dict[str, str | None]  # distribution -> version here, None if not installed
+
+    @property
+    def cmake_ok(self) -> bool:
+        return at_least(self.cmake, MIN_CMAKE)
+
+    @property
+    def missing_build_tools(self) -> list[str]:
+        return [name for name, installed in self.build_tools.items() if installed is None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "compiler": self.compiler,
+            "cmake": self.cmake,
+            "cmake_ok": self.cmake_ok,
+            "build_tools": self.build_tools,
+            "in_place": not self.missing_build_tools,
+        }
+
+
+def ffi_build(facts: Facts) -> FfiBuild:
     cmake = facts.tools.get("cmake")
-    if cmake is None:
+    return FfiBuild(
+        compiler=facts.compiler,
+        cmake=None if cmake is None else cmake.version,
+        # The runner's list, so the doctor asks about what the demo's build imports.
+        build_tools={name: facts.packages.get(name) for name, _ in BUILD_TOOLS.values()},
+    )
+
+
+def _ffi_missing(build: FfiBuild) -> list[str]:
+    """What the machine lacks for any ffi build (isolated or not)."""
+    missing = [] if build.compiler else ["a C++ compiler"]
+    if build.cmake is None:
         missing.append("CMake")
-    elif not at_least(cmake.version, MIN_CMAKE):
-        missing.append(f"CMake >= {MIN_CMAKE} (found {cmake.version or 'unknown'})")
-    missing += [p for p in ("nanobind", "scikit-build-core") if facts.packages.get(p) is None]
+    elif not build.cmake_ok:
+        missing.append(f"CMake >= {MIN_CMAKE} (found {build.cmake or 'unknown'})")
     return missing
 
 
 def _ffi(facts: Facts) -> Verdict:
-    missing = _ffi_missing(facts)
+    build = ffi_build(facts)
+    missing = _ffi_missing(build)
     if missing:
         return Verdict(CANNOT, f"needs {', '.join(missing)}")
     if facts.tools.get("nvcc") is None:
         gpu = "needs nvcc"
     else:
         gpu = "nvcc and a GPU" if facts.has_gpu else "nvcc found, no GPU to run it"
-    return Verdict(RUNS, f"CPU handler ({facts.compiler}, cmake); CUDA handler: {gpu}")
+    why = f"CPU handler ({facts.compiler}, cmake); CUDA handler: {gpu}"
+    # Not a CANNOT: the project's `pip install .` gets them by build isolation.
+    if build.missing_build_tools:
+        why += f"; {', '.join(build.missing_build_tools)} by build isolation"
+    return Verdict(RUNS, why)
 
 
 def _internals(facts: Facts) -> Verdict:
@@ -371,9 +424,42 @@ def _render_outcome(report: Report) -> list[str]:
     return [f"The kit works here ({active} warning(s))."]
 
 
+def render_ffi_build(build: FfiBuild) -> list[str]:
+    """The doctor's `ffi` fact: what building the ffi rung's project needs, and
+    what of it is here."""
+    compiler = f"{build.compiler} found" if build.compiler else "none found"
+    if build.cmake is None:
+        cmake = "not found"
+    elif build.cmake_ok:
+        cmake = build.cmake
+    else:
+        cmake = f"{build.cmake or 'version unknown'}: too old"
+    in_place = "in-place builds (jax-ladder demo, --no-build-isolation)"
+    missing = build.missing_build_tools
+    if not missing:
+        tools = f"installed, for {in_place}"
+    else:
+        tools = (
+            f"{' and '.join(missing)} not installed, so only isolated builds (a project's "
+            f"pip install .) get them; {in_place} need {install_build_tools(missing)}"
+        )
+    text = (
+        f"needs a C++ compiler ({compiler}) and CMake >= {MIN_CMAKE} ({cmake}); "
+        f"nanobind and scikit-build-core: {tools}"
+    )
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=f"{'ffi':<{LABEL}}",
+        subsequent_indent=" " * LABEL,
+        break_on_hyphens=False,  # keeps --no-build-isolation and package names whole
+    )
+
+
 def render(report: Report) -> str:
     lines = [f"jax-ladder {report.facts.kit} doctor", ""]
-    lines += [*render_facts(report.facts), "", *_render_rungs(report.rungs)]
+    lines += [*render_facts(report.facts), *render_ffi_build(ffi_build(report.facts))]
+    lines += ["", *_render_rungs(report.rungs)]
     if report.warnings:
         lines += ["", "Known problems of the installed versions:"]
         for finding in report.warnings:
@@ -386,6 +472,7 @@ def to_json(report: Report) -> dict[str, Any]:
     return {
         "ok": report.ok,
         "facts": report.facts.to_json(),
+        "ffi_build": ffi_build(report.facts).to_json(),
         "rungs": [
             {"step": r.step, "name": r.name, "status": r.verdict.status, "why": r.verdict.why}
             for r in report.rungs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -38,6 +39,32 @@ def needs_build(project: Path) -> bool:
     return (project / "CMakeLists.txt").is_file()
 
 
+# What build_project's non-isolated build imports from this environment
+# (module -> distribution, version), besides jax: the ffi template's
+# build-system.requires. Build tools, not the kit's runtime dependencies (a
+# project's own `pip install .` gets them by build isolation), so the kit
+# declares them as its `ffi` extra (tests/test_packaging.py holds the two equal).
+BUILD_TOOLS = {
+    "scikit_build_core": ("scikit-build-core", ">=0.11"),
+    "nanobind": ("nanobind", ">=2.4"),
+}
+
+
+def install_build_tools(names: list[str]) -> str:
+    """The command that installs these BUILD_TOOLS distributions. Named with their
+    versions, not as `jax-ladder[ffi]`: a requirement pip may look up on the
+    package index, where the kit has no release yet."""
+    specs = dict(BUILD_TOOLS.values())
+    return "pip install " + " ".join(f"'{name}{specs[name]}'" for name in names)
+
+
+def missing_build_tools() -> list[str]:
+    """The distributions of BUILD_TOOLS that this Python cannot import."""
+    return [
+        name for module, (name, _) in BUILD_TOOLS.items() if not importlib.util.find_spec(module)
+    ]
+
+
 def build_project(
     project: Path, target: Path, config: tuple[str, ...] = (), env: dict[str, str] | None = None
 ) -> tuple[int, str]:
@@ -47,8 +74,16 @@ def build_project(
     isolation, so it uses this environment's jax, nanobind and
     scikit-build-core; `--target` keeps the environment itself unchanged.
     `config` holds extra `-C key=value` settings; `env` replaces os.environ
-    for the build. Returns (status, output).
+    for the build. Returns (status, output); where a build tool is missing,
+    the output is one line naming what to install, not pip's traceback.
     """
+    missing = missing_build_tools()
+    if missing:
+        return 1, (
+            f"building {project.name} needs {' and '.join(missing)} in this environment (it "
+            f"builds without isolation, with this Python's packages): "
+            f"{install_build_tools(missing)}"
+        )
     cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps"]
     cmd += ["--disable-pip-version-check", "--target", str(target), str(project)]
     cmd += [f"-C{setting}" for setting in config]
