@@ -122,6 +122,11 @@ GATHERED_OVER_FREE = Refuse(
     " leaves free; make the shard_map manual over every axis",
 )
 # The artifact's signature fixes the feature axis (a symbolic batch only).
+EMPTY = Refuse(
+    ValueError,
+    r"must be >= 1, got 0",
+    "refused: the artifact's shape constraints ask for at least one row; skip an empty call",
+)
 FIXED_FEATURES = Refuse(
     ValueError,
     r"x.shape\[\d\] must be 16, got",
@@ -210,6 +215,7 @@ SPEC = OpSpec(
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
         "size-f-*": FIXED_FEATURES,
+        "size-[bs]-0": EMPTY,
         "shard-map-partial-explicit-b": GATHERED_OVER_FREE,
 {%- if cookiecutter.vjp_order == "1" %}
         "grad-grad-explicit-*": FIRST_ORDER_ONLY,

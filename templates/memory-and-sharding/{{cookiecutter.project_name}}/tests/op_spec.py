@@ -150,6 +150,13 @@ SYMBOLIC = Refuse(
     "refused: a symbolic batch crashes XLA when called; export one artifact per batch size",
 )
 
+# A model dimension of 0: XLA has no all-gather of an empty dimension.
+EMPTY_MODEL = Refuse(
+    ValueError,
+    r"all_gather_dim' cannot be zero",
+    "refused: XLA gathers no empty model dimension; a layer of width 0 has no weights to shard",
+)
+
 SPEC = OpSpec(
     name="loss",
     op=one_block_loss,
@@ -189,6 +196,7 @@ SPEC = OpSpec(
         "grad-grad-explicit-*": OTHER_MESH,
         "vmap-sharded-new-axis": OTHER_MESH,
         "export-symbolic": SYMBOLIC,
+        "size-d-0": EMPTY_MODEL,
 {%- if cookiecutter.parallelism == "fsdp" %}
         "size-[bd]-1": INDIVISIBLE,
         "size-[bd]-ragged": INDIVISIBLE,

@@ -45,6 +45,12 @@ FORWARD_MODE = Refuse(
     r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
     "refused: a custom_vjp is reverse mode only; jax.jvp the reference",
 )
+# An empty axis: no block to run the grid over.
+EMPTY = Refuse(
+    ValueError,
+    r"empty operands",
+    "refused: no grid of blocks over an empty axis; skip the call (the result is empty or zeros)",
+)
 # The kernel takes float32 and bfloat16; finite differences need float64.
 FLOAT64 = Refuse(
     TypeError,
@@ -145,6 +151,7 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
+        "size-*-0": EMPTY,
         # What the backend refuses whatever the op (its interpreter's limits on
         # this host, say): tests/target.py.
         **target.BACKEND_REFUSALS,

@@ -206,8 +206,10 @@ def _shift_up(v: jax.Array) -> jax.Array:
 def _compute(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Array:
     # Elementwise along the last axis: O(n) work and memory, where the dense
     # product is O(n^2), and every leading axis stays independent (so a
-    # sharded batch axis needs no communication).
-    return dl * _shift_down(x) + d * x + du * _shift_up(x)
+    # sharded batch axis needs no communication). dl[..., 0] and du[..., n-1]
+    # are never read (each band is shifted onto the x it multiplies, and the
+    # product back), so whatever they hold, inf or NaN, stays out of y.
+    return _shift_down(_shift_up(dl) * x) + d * x + _shift_up(_shift_down(du) * x)
 {%- endif %}
 {%- if ffi and hijax %}
 
