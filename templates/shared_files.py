@@ -48,6 +48,7 @@ CONFORMANCE = (
     "declaration.py",
     "signature.py",
     "validation.py",
+    "draws.py",
     "oracles.py",
     "results.py",
     "hlo.py",

@@ -63,6 +63,10 @@ def scale(x, w):
 
 def softmax(x):
     return jax.nn.softmax(x, axis=-1)
+
+
+def head2(x):  # an output axis no argument has
+    return x[:, :2] * 2.0
 """
 
 
@@ -413,3 +417,81 @@ def test_a_cell_the_reference_fails_the_same_way_says_so(folder):
     bad = opcheck(folder, "decl/specs.py::BAD", "--cells", "eager")
     assert bad.returncode == 1
     assert "plain-JAX reference" not in bad.stdout
+
+
+SECOND_ORDER = """import jax.numpy as jnp
+
+from jax_ladder.opcheck import Arg, OpSpec, Ulps
+
+
+def reference(x, w):
+    return jnp.sum(x * w, axis=-1)
+
+
+def dropping(x, w):  # wrong once a row is longer than 3: its last element is left out
+    n = x.shape[-1]
+    return jnp.sum((x * w)[..., : n - 1] if n > 3 else x * w, axis=-1)
+
+
+DROPPING = OpSpec(
+    "rowdot", dropping, reference, None,
+    (Arg("x", ("b", "n")), Arg("w", ("n",))), (("b",),), {"b": 8, "n": 16},
+    Ulps(4, 4), Ulps(4, 4), batch_axes=("b",),
+)
+"""
+
+
+def test_shrinking_a_second_order_cell_writes_its_script_and_the_json(folder):
+    """grad-grad-explicit-* was taken for grad-<arg> (a ValueError, and no
+    --json written): every cell's repro is written, and the report always."""
+    (folder / "decl" / "second.py").write_text(SECOND_ORDER)
+    run = opcheck(
+        folder, "decl/second.py", "--cells", "grad-grad-explicit-b", "--shrink", "--json",
+        "r.json", "--junit", "r.xml",
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "    shrunk: " in run.stdout, run.stdout
+    (op,) = json.loads((folder / "r.json").read_text())["ops"]
+    (cell,) = op["cells"]
+    assert cell["outcome"] == "failed"
+    assert cell["shrunk"][0].startswith("shrunk: "), cell
+    assert (folder / "r.xml").is_file()
+
+
+def test_tracebacks_prints_each_failed_cells_traceback(folder):
+    run = opcheck(folder, "decl/specs.py::BAD", "--cells", "eager,jit", "--tracebacks")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "  traceback of eager:" in run.stdout, run.stdout
+    assert "  traceback of jit:" in run.stdout, run.stdout
+    assert "    Traceback (most recent call last):" in run.stdout, run.stdout
+
+
+def test_a_group_holds_one_kind_of_failure():
+    from jax_ladder.opcheck.report import Report
+
+    report = Report(
+        "op",
+        results(
+            ("jit-auto-b", "failed", "[jit-auto-b] forward program: more collectives than the "
+             "reference (op, reference): {'all-gather': (2, 0)}"),
+            ("jit-explicit-b", "failed", "[jit-explicit-b] ShardingTypeError: dot_general "
+             "requires contracting dimensions to have consistent sharding"),
+            ("jit-explicit-n", "failed", "[jit-explicit-n] ShardingTypeError: dot_general "
+             "requires contracting dimensions to have consistent sharding"),
+            ("jit-auto-n", "failed", "[jit-auto-n] forward program: more collectives than the "
+             "reference (op, reference): {'all-reduce': (1, 0)}"),
+        ),
+    )  # fmt: skip
+    groups = [(g.first.cell, [r.cell for r in g.others]) for g in report.failure_groups()]
+    assert groups == [("jit-auto-b", ["jit-auto-n"]), ("jit-explicit-b", ["jit-explicit-n"])]
+
+
+@pytest.mark.parametrize("sizes", [[], ["--sizes", "k=2"]])
+def test_an_output_only_axis_takes_its_size_from_the_op_or_sizes(folder, sizes):
+    run = opcheck(
+        folder, "mymod:head2", "--signature", "x[b,n] -> [b,k]", *sizes, "--cells", "eager,jit",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "sizes b=8, n=12, k=2 (--sizes to change them)" in run.stdout, run.stdout
+    assert "mymod:head2: 2 cells: 2 passed" in run.stdout, run.stdout

@@ -85,6 +85,11 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--junit", metavar="PATH", help="write the reports as JUnit XML to PATH")
     p.add_argument("--list", action="store_true", help="print the cells' names; run nothing")
     p.add_argument(
+        "--tracebacks",
+        action="store_true",
+        help="print the whole traceback of each failed cell's error after its op's summary",
+    )
+    p.add_argument(
         "--shrink",
         action="store_true",
         help="run the first failed cell of each likely cause again on smaller declarations "
@@ -111,6 +116,8 @@ class Target:
     notes: list[str] = field(default_factory=list)
     # The failed cells the reference fails too (_reference_fails), once run.
     reference_fails: dict[str, str] = field(default_factory=dict)
+    # --shrink's lines for the cells it shrank (shrink.shrink_lines).
+    shrunk: dict[str, list[str]] = field(default_factory=dict)
 
     def rerun(self, cells: list[str], seed: int) -> str:
         words = ["jax-ladder", "opcheck", *self.again, "--cells", ",".join(cells)]
@@ -139,7 +146,7 @@ def run(args: Args) -> int:
     simulate_cpu_devices()  # before JAX starts: the declaration's import starts it
     targets = _signature_target(args) if is_module else _file_targets(args.declaration)
 
-    from jax_ladder.opcheck.report import check, junit_xml, select_cells
+    from jax_ladder.opcheck.report import check, select_cells
 
     if args.list:
         for target in targets:
@@ -151,25 +158,42 @@ def run(args: Args) -> int:
 
     out = sys.stderr if args.json == "-" else sys.stdout
     reports: list[Report] = []
-    for target in targets:
-        cells = _selected(select_cells, target.spec, patterns)
-        print(f"{target.spec.name}: running {len(cells)} cells (seed {args.seed})", file=out)
-        for note in target.notes:
-            print(f"  {note}", file=out, flush=True)
-        try:
-            report = check(target.spec, cells=cells, seed=args.seed)
-        except ValueError as error:  # a declared refusal that names no cell
-            raise UsageError(_one_line(str(error))) from None
-        reports.append(report)
-        target.reference_fails = _reference_fails(target, report, args.seed)
-        print("\n".join(_text(target, report, args.seed)), file=out, flush=True)
-        if args.shrink:
-            _shrink(target, report, args.seed, args.repro_dir, out)
+    ran: list[str] = []  # the cells this process ran, for a failure that needs them
+    try:
+        for target in targets:
+            cells = _selected(select_cells, target.spec, patterns)
+            print(f"{target.spec.name}: running {len(cells)} cells (seed {args.seed})", file=out)
+            for note in target.notes:
+                print(f"  {note}", file=out, flush=True)
+            try:
+                report = check(target.spec, cells=cells, seed=args.seed)
+            except ValueError as error:  # a declared refusal that names no cell
+                raise UsageError(_one_line(str(error))) from None
+            reports.append(report)
+            ran += [f"{target.spec.name}[{cell}]" for cell in cells] if len(targets) > 1 else cells
+            target.reference_fails = _reference_fails(target, report, args.seed)
+            print("\n".join(_text(target, report, args.seed)), file=out, flush=True)
+            if args.tracebacks:
+                print("\n".join(_tracebacks(report)), file=out, flush=True)
+            if args.shrink:
+                _shrink(target, report, args.seed, args.repro_dir, out, ran)
+    finally:
+        # Whatever stopped the run, the reports of the ops that ran are written.
+        _write_reports(args, targets, reports)
     total = sum(r.seconds for r in reports)
     failed = sum(len(r.failed) for r in reports)
     count = sum(len(r) for r in reports)
     verdict = f"{failed} failed" if failed else "none failed"
     print(f"{len(reports)} op(s), {count} cells: {verdict}; {total:.1f} s", file=out)
+    return 1 if failed else 0
+
+
+def _write_reports(args: Args, targets: list[Target], reports: list[Report]) -> None:
+    """--json and --junit, for the reports made (none: nothing to write)."""
+    from jax_ladder.opcheck.report import junit_xml
+
+    if not reports:
+        return
     if args.json:
         data = _json(targets, reports, args.seed)
         text = json.dumps(data, indent=2) + "\n"
@@ -179,18 +203,29 @@ def run(args: Args) -> int:
             _write(args.json, text, "--json")
     if args.junit:
         _write(args.junit, junit_xml(reports), "--junit")
-    return 1 if failed else 0
 
 
-def _shrink(target: Target, report: Report, seed: int, directory: str, out: Any) -> None:
-    """--shrink: the first failed cell of each group, shrunk (shrink.py)."""
-    from jax_ladder.opcheck.shrink import shrink
+def _tracebacks(report: Report) -> list[str]:
+    """--tracebacks: each failed cell's whole traceback, as it was raised."""
+    lines = []
+    for result in report.failed:
+        shown = result.traceback.rstrip() or "(no traceback: the cell failed without raising)"
+        lines += [f"  traceback of {result.cell}:", *(f"    {x}" for x in shown.splitlines())]
+    return lines
+
+
+def _shrink(
+    target: Target, report: Report, seed: int, directory: str, out: Any, ran: list[str]
+) -> None:
+    """--shrink: the first failed cell of each group, shrunk (shrink.py). A
+    shrink that raises is a note in the report (shrink_lines), not its end."""
+    from jax_ladder.opcheck.shrink import shrink_lines
 
     for group in report.failure_groups():
         cell = group.first.cell
         print(f"  shrinking {cell}…", file=out, flush=True)
-        found = shrink(target.spec, cell, seed, directory)
-        lines = found.lines() if found is not None else ["shrunk: it passed when run again"]
+        lines = shrink_lines(target.spec, cell, seed, directory, ran)
+        target.shrunk[cell] = lines
         print("\n".join(f"    {line}" for line in lines), file=out, flush=True)
 
 
@@ -251,6 +286,8 @@ def _json(targets: list[Target], reports: list[Report], seed: int) -> dict[str, 
                 cell["rerun"] = target.rerun([cell["cell"]], seed)
             if cell["cell"] in target.reference_fails:
                 cell["reference_fails_too"] = target.reference_fails[cell["cell"]]
+            if cell["cell"] in target.shrunk:
+                cell["shrunk"] = target.shrunk[cell["cell"]]
         ops.append(data)
     totals = {"ops": len(reports), "cells": sum(len(r) for r in reports)}
     for outcome in ("passed", "refused", "failed", "skipped"):
@@ -367,10 +404,15 @@ def _signature_target(args: Args) -> list[Target]:
     named = list(dict.fromkeys(a for a in axes if a != LEADING))
     if len(named) > len(DEFAULT_SIZES):
         raise UsageError(f"--signature: more than {len(DEFAULT_SIZES)} axes; give --sizes")
+    # An axis only an output has (x[b,n] -> [b,k]): its size is --sizes', or
+    # the op's output's (jax.eval_shape at the arguments' sizes).
+    outs = [a for _, out_axes in parsed.outputs for a in out_axes if a.isidentifier()]
+    only_out = [a for a in dict.fromkeys(outs) if a not in named]
     sizes: dict[str, Any] = dict(zip(named, DEFAULT_SIZES, strict=False))
     if LEADING in axes:
         sizes[LEADING] = tuple(DEFAULT_LEADING)
-    sizes.update(_parse_sizes(args.sizes, named, LEADING) if args.sizes else {})
+    sizes.update(_parse_sizes(args.sizes, named + only_out, LEADING) if args.sizes else {})
+    sizes.update(_output_sizes(op, parsed, sizes, [a for a in only_out if a not in sizes]))
     try:
         spec = OpSpec(
             name=args.declaration,
@@ -392,6 +434,48 @@ def _signature_target(args: Args) -> list[Target]:
         "(defaults: a declaration file sets its own)"
     ]
     return [Target(spec, again, SELF_ORACLE, notes)]
+
+
+def _output_sizes(op: Any, parsed: Any, sizes: dict[str, Any], axes: list[str]) -> dict[str, int]:
+    """The sizes of output-only axes, read off the op's abstract output
+    (jax.eval_shape) at the arguments' sizes: the self-consistency check
+    has no oracle to say them. A UsageError naming --sizes where it cannot."""
+    if not axes:
+        return {}
+    import jax
+    import jax.numpy as jnp
+
+    from jax_ladder.opcheck.conformance import LEADING
+
+    def shape(arg_axes: tuple[str, ...]) -> tuple[int, ...]:
+        leading = tuple(sizes.get(LEADING, ()))
+        return tuple(d for a in arg_axes for d in (leading if a == LEADING else (sizes[a],)))
+
+    try:
+        structs = [
+            jax.ShapeDtypeStruct(shape(arg_axes), jnp.dtype(dtype or "float32"))
+            for _, arg_axes, dtype in parsed.args
+        ]
+        results = jax.tree.leaves(jax.eval_shape(op, *structs))
+    except Exception as error:
+        raise UsageError(
+            f"--signature: the sizes of {axes} (output-only axes) come from the op's output, "
+            f"but jax.eval_shape of it raised {_error_at(error)}; give --sizes {axes[0]}=N"
+        ) from None
+    found: dict[str, int] = {}
+    for (_, out_axes), result in zip(parsed.outputs, results, strict=False):
+        # Axes after "..." count from the end, those before it from the start.
+        cut = out_axes.index(LEADING) if LEADING in out_axes else len(out_axes)
+        dims = result.shape
+        tail = out_axes[cut + 1 :][::-1]
+        placed = [*zip(out_axes[:cut], dims, strict=False), *zip(tail, dims[::-1], strict=False)]
+        found.update({a: int(d) for a, d in placed if a in axes and a not in found})
+    missing = [a for a in axes if a not in found]
+    if missing:
+        raise UsageError(
+            f"--signature: no output of the op gives the size of {missing}; give --sizes"
+        )
+    return found
 
 
 def _size(value: Any) -> str:

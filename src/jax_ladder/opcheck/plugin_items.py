@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 CELLS_INI = "opcheck_cells"
 REPLAY_CELLS_INI = "opcheck_replay_cells"
 COLLECTED = pytest.StashKey[set[Path]]()  # the declarations this process collected
+RAN = pytest.StashKey[list[str]]()  # the cells this process ran, in order
 
 
 def cell_patterns(config: pytest.Config, option: str = "opcheck_cells") -> list[str] | None:
@@ -215,6 +216,9 @@ class Cell(pytest.Item):
         from .conformance import run_cell
         from .report import TooFewDevices, cell_environment, seeded_rng
 
+        # The cells this process has run: a failure its repro does not
+        # reproduce alone may depend on what they left (shrink.run_alone).
+        self.config.stash.setdefault(RAN, []).append(self.name)
         try:
             with cell_environment():
                 run_cell(self.spec, self.cell, seeded_rng(self.seed, self.spec.name, self.cell))
@@ -228,11 +232,11 @@ class Cell(pytest.Item):
     def shrink(self) -> list[str]:
         """--opcheck-shrink: the smallest declaration this cell still fails on,
         and the script that reproduces it (shrink.py)."""
-        from .shrink import shrink
+        from .shrink import shrink_lines
 
         directory = self.config.invocation_params.dir / self.config.getoption("opcheck_repro_dir")
-        found = shrink(self.spec, self.cell, self.seed, directory)
-        return found.lines() if found is not None else ["shrunk: it passed when run again"]
+        ran = self.config.stash.get(RAN, [])[:-1]  # this cell's own run is the last
+        return shrink_lines(self.spec, self.cell, self.seed, directory, ran)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         """The error's first line (it names the cell), then the seed and the
@@ -265,7 +269,8 @@ class Cell(pytest.Item):
         if refuse is None or isinstance(error, pytest.fail.Exception):
             return ""  # none declared, or pytest.raises' DID NOT RAISE, which says so
         names = refuse.error if isinstance(refuse.error, tuple) else (refuse.error,)
-        return f"not the declared refusal ({' or '.join(e.__name__ for e in names)}): "
+        said = " or ".join(getattr(e, "__name__", str(e)) for e in names)
+        return f"not the declared refusal ({said}): "
 
     def rerun(self) -> str:
         """The seed, and how to rerun this cell alone: pytest (from the

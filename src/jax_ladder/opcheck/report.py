@@ -22,10 +22,11 @@ import fnmatch
 import json
 import re
 import time
+import traceback as tb
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from .conformance import (
     run_cell,
     unknown_refusals,
 )
+from .failures import VALUE_MISSES, crash_advice, failure_kind, raised_by
 from .support_table import FAMILIES
 
 PASSED, REFUSED, FAILED, SKIPPED = "passed", "refused", "failed", "skipped"
@@ -62,6 +64,13 @@ class CellResult:
     message: str = ""
     seconds: float = 0.0
     seed: int = 0
+    # For an error the cell raised (not a comparison): who raised it, the op,
+    # the reference or the oracle, and where (file:line, in the deepest frame
+    # outside JAX and the kit): raised_by.
+    raised_by: str = ""
+    raised_at: str = ""
+    # The error's whole traceback (jax-ladder opcheck --tracebacks).
+    traceback: str = field(default="", repr=False, compare=False)
 
     @property
     def family(self) -> str:
@@ -118,14 +127,17 @@ def _gist(result: CellResult) -> str:
 
 def group_failures(results: Iterable[CellResult]) -> list[FailureGroup]:
     """The failed results, grouped by family (cell_family), in the order of
-    each family's first failure; families whose first failures have the same
-    message (but for the cell's name and numbers) make one group."""
+    each family's first failure, each family's failures of one kind apart
+    (failure_kind); families whose first failures have the same message (but
+    for the cell's name and numbers) make one group."""
     failed = [r for r in results if r.outcome == FAILED]
-    by_family: dict[str, list[CellResult]] = {}
+    # One kind of failure a group: a family's crashes (by exception type) and
+    # its comparisons (by what they compare) have different causes.
+    by_family: dict[tuple[str, str], list[CellResult]] = {}
     for result in failed:
-        by_family.setdefault(result.family, []).append(result)
+        by_family.setdefault((result.family, failure_kind(result)), []).append(result)
     merged: dict[str, tuple[list[str], list[CellResult]]] = {}
-    for family, cells in by_family.items():
+    for (family, _), cells in by_family.items():
         families, members = merged.setdefault(_gist(cells[0]), ([], []))
         families.append(family)
         members += cells
@@ -156,12 +168,18 @@ def format_failures(
     for group in groups:
         first = group.first
         lines.append(f"{indent}{', '.join(group.families)}: {first.cell}: {first.line}")
-        if reference_fails and first.cell in reference_fails:
+        kind = failure_kind(first)
+        if kind.startswith("raised "):
+            advice = crash_advice(first, kind.removeprefix("raised "))
+            lines += [f"{indent}  {advice}"] if advice else []
+        elif reference_fails and first.cell in reference_fails:
             own = reference_fails[first.cell].removeprefix(f"[{first.cell}] ")
-            if _where(own) == _where(first.line.removeprefix(f"[{first.cell}] ")):
-                lines.append(f"{indent}  {REFERENCE_FAILS_ALIKE}: {own}")
-            else:
+            if _where(own) != _where(first.line.removeprefix(f"[{first.cell}] ")):
                 lines.append(f"{indent}  {REFERENCE_FAILS_ELSEWHERE}: {own}")
+            elif kind in VALUE_MISSES:
+                lines.append(f"{indent}  {REFERENCE_FAILS_ALIKE}: {own}")
+            else:  # not a matter of the inputs' domain: no declaration fixes it
+                lines.append(f"{indent}  {REFERENCE_FAILS_TOO}: {own}")
         if group.others:
             names = [r.cell for r in group.others]
             shown = ", ".join(names[:NAMES_SHOWN]) + ("…" if len(names) > NAMES_SHOWN else "")
@@ -263,6 +281,8 @@ class Report:
                 "message": r.message,
                 "seconds": round(r.seconds, 6),
                 "seed": r.seed,
+                **({"raised_by": r.raised_by} if r.raised_by else {}),
+                **({"raised_at": r.raised_at} if r.raised_at else {}),
             }
             for r in self.results
         ]
@@ -407,8 +427,14 @@ def _run_one(spec: OpSpec, cell: str, rng: np.random.Generator) -> CellResult:
             body = f"{type(error).__name__}: {body}"
         if refuse is not None and not isinstance(error, pytest.fail.Exception):
             body = f"not the declared refusal ({_names(refuse.error)}): {body}"
-        lines = f"[{cell}] {body}".splitlines()[:MESSAGE_LINES]
-        return CellResult(cell, FAILED, "\n".join(lines))
+        lines = f"[{cell}] {body}".splitlines()
+        who = where = ""
+        if not isinstance(error, (AssertionError, pytest.fail.Exception)):
+            who, where = raised_by(spec, error)
+            lines.insert(1, f"  raised by {who or 'JAX or the engine'}, at {where}")
+        text = "".join(tb.format_exception(error))
+        message = "\n".join(lines[:MESSAGE_LINES])
+        return CellResult(cell, FAILED, message, raised_by=who, raised_at=where, traceback=text)
     if refuse is not None:
         return CellResult(cell, REFUSED, refuse.why)
     return CellResult(cell, PASSED)
@@ -420,6 +446,7 @@ REFERENCE_FAILS_ALIKE = (
     "ill_conditioned=)"
 )
 REFERENCE_FAILS_ELSEWHERE = "the plain-JAX reference fails this cell too, but elsewhere"
+REFERENCE_FAILS_TOO = "the plain-JAX reference fails it the same way, on the same inputs"
 
 
 def _where(line: str) -> str:
@@ -447,7 +474,9 @@ def reference_also_fails(spec: OpSpec, cell: str, seed: int = 0) -> str | None:
 
 
 def _names(error: type[BaseException] | tuple[type[BaseException], ...]) -> str:
-    return " or ".join(e.__name__ for e in (error if isinstance(error, tuple) else (error,)))
+    # getattr: a refusal may one day name a type JAX keeps private by its name.
+    errors = error if isinstance(error, tuple) else (error,)
+    return " or ".join(getattr(e, "__name__", str(e)) for e in errors)
 
 
 def check(
@@ -483,15 +512,19 @@ def check(
         for cell in select_cells(spec, cells)
     ]
     if shrink:
-        results = [_shrunk(spec, r, seed, repro_dir) if r.outcome == FAILED else r for r in results]
+        ran = [r.cell for r in results]  # every cell ran before the first shrink
+        results = [
+            _shrunk(spec, r, seed, repro_dir, ran) if r.outcome == FAILED else r for r in results
+        ]
     return Report(spec.name, tuple(results))
 
 
-def _shrunk(spec: OpSpec, result: CellResult, seed: int, repro_dir: Any) -> CellResult:
-    """A failed cell's result, its message followed by what shrink.py found."""
-    from .shrink import shrink
+def _shrunk(
+    spec: OpSpec, result: CellResult, seed: int, repro_dir: Any, ran: list[str]
+) -> CellResult:
+    """A failed cell's result, its message followed by what shrink.py found
+    (or why it found nothing: shrinking never loses the report)."""
+    from .shrink import shrink_lines
 
-    found = shrink(spec, result.cell, seed, repro_dir)
-    if found is None:  # it passed when run again
-        return result
-    return dataclasses.replace(result, message="\n".join([result.message, *found.lines()]))
+    lines = shrink_lines(spec, result.cell, seed, repro_dir, ran)
+    return dataclasses.replace(result, message="\n".join([result.message, *lines]))

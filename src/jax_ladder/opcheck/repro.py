@@ -20,13 +20,19 @@ The inputs are those the engine drew as the cell ran (shrink.recording()).
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import site
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .failures import RAISED_PATTERN
+from .repro_text import CHECKS, FLUSHED, MAIN, PRELUDE
 
 # The cells a standalone script reproduces, by family.
 _VALUES = ("eager", "jit", "jit-donate")
@@ -46,6 +52,56 @@ def importable(obj: Any) -> tuple[str, str] | None:
     except (ImportError, AttributeError):
         return None
     return (module, name) if found is obj else None
+
+
+def script_roots(spec: Any) -> list[Path]:
+    """The folders a repro script's imports need on PYTHONPATH, the op's
+    first: those of the op's, the reference's, the oracles' and the
+    declaration's modules (an engine script imports it), but none Python
+    finds by itself (an installed package, the standard library)."""
+    return [root for _, root in _roots(spec)]
+
+
+def _roots(spec: Any) -> list[tuple[str, Path]]:
+    functions = (spec.op, spec.reference, spec.oracle, spec.gradient_oracle)
+    modules = [found[0] for found in map(importable, functions) if found]
+    location = _spec_location(spec)
+    modules += [location[0]] if location else []
+    own = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    own |= {*site.getsitepackages(), site.getusersitepackages()}
+    python = {Path(p).resolve() for p in own if p}
+    roots: dict[Path, str] = {}
+    for module in modules:
+        root = _module_root(module)
+        if root and module != "__main__" and Path(root) not in python:
+            roots.setdefault(Path(root), module)
+    return [(module, root) for root, module in roots.items()]
+
+
+def how_to_run(spec: Any, script: Path) -> str:
+    """How to run the script, in its docstring: from the op's module's
+    folder, with PYTHONPATH relative to it. No absolute path: the script is
+    for whoever the failure is sent to, on another machine."""
+    roots = _roots(spec)
+    if not roots:
+        return f"Run it where the op's modules are installed:\n\n    python {script.name}\n"
+    module, home = roots[0]
+    paths = os.pathsep.join(os.path.relpath(root, home) for _, root in roots)
+    try:
+        where = os.path.relpath(Path(script).resolve(), home)
+    except ValueError:  # another drive
+        where = Path(script).name
+    top = module.split(".")[0]
+    holds = f"{top}/" if "." in module or _is_package(top) else f"{top}.py"
+    return (
+        f"Run it from the folder that holds {holds} (where `import {module}` works):\n\n"
+        f"    PYTHONPATH={paths} python {where}\n"
+    )
+
+
+def _is_package(module: str) -> bool:
+    file = getattr(sys.modules.get(module), "__file__", None) or ""
+    return Path(file).name == "__init__.py"
 
 
 def _module_root(module: str) -> str:
@@ -108,7 +164,8 @@ def write_repro(
     if op and reference and conformance.ill_conditioned(spec, cell) is None:
         body = _standalone_body(spec, base, record)
     if body is None:
-        path.write_text(_engine_script(spec, cell, seed, message, op, reference, values))
+        how = how_to_run(spec, path).replace("Run it", "Run it, with jax_ladder installed,", 1)
+        path.write_text(_engine_script(spec, cell, seed, message, op, reference, values, how))
         return path
     platform = default_platform()
     dtype = spec.cell_dtypes[0] if "@" not in cell else cell.partition("@")[2]
@@ -118,7 +175,6 @@ def write_repro(
     tolerance = at_platform(spec.tolerance, spec.matmul_inputs, platform)
     gradient = at_platform(spec.gradient_tolerance, spec.matmul_inputs, platform)
     oracle, gradient_oracle = importable(spec.oracle), importable(spec.gradient_oracle)
-    roots = sorted({_module_root(m) for m, _ in filter(None, (op, reference, oracle))} - {""})
     assert op is not None  # else the engine's script, above
     assert reference is not None
     imports = [_import(op, "op"), _import(reference, "reference")]
@@ -135,15 +191,14 @@ def write_repro(
         seed,
         message,
         values,
-        roots,
+        how_to_run(spec, path),
         f"the float64 oracle ({'the declared oracle' if oracle else 'the reference in float64'}"
         f", on the CPU)",
         f"{'IEEE' if widen == 1 else f'{widen:g}x IEEE'} counts on {platform}",
-        path,
     )
     text = (
         header
-        + _PRELUDE.format(
+        + PRELUDE.format(
             imports="\n".join(imports),
             tolerance=(tolerance.at_value * widen, tolerance.at_scale * widen),
             gradient=(gradient.at_value * widen, gradient.at_scale * widen),
@@ -152,10 +207,28 @@ def write_repro(
             names=[a.name for a in spec.args],
         )
         + body
-        + _MAIN
+        + f"\nRAISED = {_raised(cell, message)!r}  # the error the cell raised, if any\n"
+        + MAIN
     )
     path.write_text(text)
     return path
+
+
+# An absolute path in a failure's message (an error of JAX's names the op's
+# file): not a URL's (after ':' or '/').
+_ABSOLUTE = re.compile(r"(?<![\w.:/\\])(?:/[\w.+~@-]+)+/([\w.+~@-]+)")
+
+
+def no_paths(text: str) -> str:
+    """text, each absolute path in it cut to its file's name."""
+    return _ABSOLUTE.sub(r"\1", text)
+
+
+def _raised(cell: str, message: str) -> str | None:
+    """The type of the error the cell raised (None: a comparison failed)."""
+    first = message.splitlines()[0] if message else ""
+    found = RAISED_PATTERN.match(first.removeprefix(f"[{cell}] "))
+    return found[1].rpartition(".")[2] if found else None
 
 
 def _import(found: tuple[str, str], alias: str) -> str:
@@ -172,14 +245,12 @@ def _docstring(
     seed: int,
     message: str,
     values: str,
-    roots: list[str],
+    how: str,
     oracle: str,
     counts: str,
-    script: Path,
 ) -> str:
     sizes = ", ".join(f"{a} = {s}" for a, s in spec.sizes.items())
-    failure = textwrap.indent(message.strip(), "    ")
-    path = f"PYTHONPATH={':'.join(roots)} " if roots else ""
+    failure = textwrap.indent(no_paths(message.strip()), "    ")
     return f'''"""Reproduces the opcheck failure of {spec.name}'s cell {cell} (seed {seed}), at
 sizes {sizes}, values {values}:
 
@@ -191,171 +262,9 @@ compares each result with {oracle}
 within the declared tolerance ({counts}), prints the worst error of
 each, and exits 1 while one is beyond it (0 once the op is fixed).
 
-    {path}python {script}
-"""
+{how}"""
 
 '''
-
-
-_PRELUDE = '''import sys
-
-import jax
-
-jax.config.update("jax_enable_x64", True)  # as the cells run: the oracle in float64
-
-import jax.numpy as jnp
-import numpy as np
-
-{imports}
-
-nan, inf = float("nan"), float("inf")
-CPU = jax.devices("cpu")[0]
-# ulps of the accumulator (float32 for a half-precision result): (at each
-# value, at the largest |value|), as declared (compare.py in jax_ladder)
-TOLERANCE = {tolerance}
-GRADIENT_TOLERANCE = {gradient}
-DIFF_ARGS = {diff_args}  # the differentiated arguments (of {names})
-DIFF_OUTPUTS = {diff_outputs}  # the outputs the cotangents weight (None: the floating ones)
-
-
-def outputs(result):
-    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
-
-
-def floating(a):
-    return jnp.issubdtype(np.asarray(a).dtype, jnp.inexact)
-
-
-def on_cpu64(a):
-    a = np.asarray(a)
-    return jax.device_put(a.astype(np.float64) if floating(a) else a, CPU)
-
-
-def oracle(args):
-    """The float64 results, on the CPU: the declared oracle, else the reference."""
-    if declared_oracle is not None:
-        results = declared_oracle(*[np.asarray(on_cpu64(a)) for a in args])
-    else:
-        with jax.default_device(CPU):
-            results = reference(*[on_cpu64(a) for a in args])
-    return tuple(np.asarray(o) for o in outputs(results))
-
-
-def loss(fn, cotangents):
-    """sum of cotangent * output over the differentiable outputs."""
-
-    def weighted(*args):
-        outs = outputs(fn(*args))
-        picked = DIFF_OUTPUTS
-        if picked is None:
-            picked = [i for i, o in enumerate(outs) if jnp.issubdtype(o.dtype, jnp.inexact)]
-        return sum(jnp.sum(c * outs[i]) for c, i in zip(cotangents, picked))
-
-    return weighted
-
-
-def gradient_oracle(args, cotangents):
-    """The float64 gradients of each differentiated argument, on the CPU."""
-    if declared_gradient_oracle is not None:
-        as64 = [np.asarray(on_cpu64(a)) for a in [*args, *cotangents]]
-        return [np.asarray(g) for g in declared_gradient_oracle(*as64)]
-    with jax.default_device(CPU):
-        cts = [on_cpu64(c) for c in cotangents]
-        grads = jax.grad(loss(reference, cts), argnums=DIFF_ARGS)(*[on_cpu64(a) for a in args])
-    return [np.asarray(g) for g in grads]
-
-
-def spacing(dtype, value):
-    """The ulp of dtype at |value| (at least its smallest normal's)."""
-    info = jnp.finfo(dtype)
-    magnitude = np.maximum(np.abs(np.asarray(value, np.float64)), float(info.smallest_normal))
-    return np.ldexp(float(info.eps), np.frexp(magnitude)[1] - 1)
-
-
-def compare(what, got, want, tolerance, scale=0.0):
-    """Each element of got within the tolerance of want; prints the worst."""
-    dtype = jnp.dtype(got.dtype)
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        got = np.asarray(got)
-        real = compare(f"{{what}}, real part", np.real(got), np.real(want), tolerance, scale)
-        imag = compare(f"{{what}}, imaginary part", np.imag(got), np.imag(want), tolerance, scale)
-        return real and imag
-    if not jnp.issubdtype(dtype, jnp.floating):
-        ok = np.array_equal(np.asarray(got), np.asarray(want))
-        print(f"{{what}}: {{'equal' if ok else 'NOT EQUAL'}} (exact, {{dtype}})")
-        return ok
-    accumulator = jnp.promote_types(dtype, jnp.float32)
-    roundings = 0 if accumulator == dtype else 1 + (np.asarray(want).dtype == dtype)
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if got.shape != want.shape:
-        print(f"{{what}}: shape {{got.shape}}, the oracle's {{want.shape}}")
-        return False
-    both_nan = np.isnan(got) & np.isnan(want)
-    nonfinite = (~np.isfinite(got) | ~np.isfinite(want)) & ~both_nan & (got != want)
-    if nonfinite.any():
-        i = tuple(int(j) for j in np.argwhere(nonfinite)[0])
-        print(
-            f"{{what}}: FAILS: got {{float(got[i])!r}}, want {{float(want[i])!r}} at index {{i}}: "
-            "a non-finite value must be the oracle's exactly"
-        )
-        return False
-    finite = np.isfinite(want)
-    got, want = np.where(finite, got, 0.0), np.where(finite, want, 0.0)
-    largest = float(np.max(np.abs(want), initial=0.0))
-    at = np.full(want.shape, scale) if largest == 0.0 and scale > 0 else want
-    largest = largest or scale
-    at_value, at_scale = tolerance
-    bound = (
-        0.5 * roundings * spacing(dtype, want)
-        + at_value * spacing(accumulator, at)
-        + at_scale * spacing(accumulator, largest)
-        + (at_value + at_scale) * float(jnp.finfo(accumulator).smallest_normal)
-    )
-    bound = np.maximum(bound, np.finfo(np.float64).tiny)
-    error = np.abs(got - want)
-    if not error.size:
-        return True
-    i = np.unravel_index(int(np.argmax(error / bound)), error.shape)
-    ok = bool(error[i] <= bound[i])
-    ulps = error[i] / spacing(dtype, at[i])
-    print(
-        f"{{what}}: {{'ok' if ok else 'FAILS'}}: worst error {{error[i]:.3g}} "
-        f"({{ulps:.3g}} ulps of {{dtype}}) at index {{tuple(int(j) for j in i)}}, "
-        f"allowed {{bound[i]:.3g}}: got {{float(got[i])!r}}, want {{float(want[i])!r}}; "
-        f"max abs error {{error.max():.3g}}"
-    )
-    return ok
-
-
-def scale_of(args):
-    """The largest finite |value| of the floating inputs (an all-zero oracle's scale)."""
-    values = [np.asarray(a, np.float64) for a in args if floating(a)]
-    sizes = [float(np.max(np.abs(v), initial=0.0, where=np.isfinite(v))) for v in values]
-    return max(sizes, default=0.0)
-
-
-def compare_all(where, got, want, tolerance, scale, names=None):
-    ok = True
-    got = list(got)
-    assert len(got) == len(want), f"{{where}}: {{len(got)}} results, the oracle's {{len(want)}}"
-    for k, (g, w) in enumerate(zip(got, want)):
-        what = f"gradient of {{names[k]}}" if names else f"output {{k}}"
-        ok &= compare(f"{{where}}, {{what}}", g, w, tolerance, scale)
-    return ok
-
-
-'''
-
-_MAIN = """
-
-if __name__ == "__main__":
-    ok = main()
-    if ok:
-        print("not reproduced: every result within the tolerance")
-    else:
-        print("reproduced: the op is beyond its tolerance")
-    sys.exit(0 if ok else 1)
-"""
 
 
 def _standalone_body(spec: Any, cell: str, record: list[Any]) -> str | None:
@@ -376,6 +285,21 @@ def _standalone_body(spec: Any, cell: str, record: list[Any]) -> str | None:
             f"    got = outputs({call}(*[jnp.asarray(a) for a in ARGS]))",
             f"    ok &= compare_all({cell!r}, got, oracle(ARGS), TOLERANCE, scale_of(ARGS))",
         ]
+        if cell in ("eager", "jit"):  # what else those cells hold results to, in their order
+            lines += [f"NONDETERMINISTIC = {sorted(spec.nondeterministic)!r}", CHECKS, ""]
+            main = [
+                "def main():",
+                "    ok = True",
+                "    args = [jnp.asarray(a) for a in ARGS]",
+                *(["    ok &= as_reference(args)"] if cell == "eager" else []),
+                f"    fn = {call}",
+                f"    got, declared = as_declared({cell!r}, fn, args)",
+                "    ok &= declared",
+                f"    ok &= none_consumed({cell!r}, args)",
+                f"    ok &= compare_all({cell!r}, outputs(got), oracle(ARGS), TOLERANCE,"
+                " scale_of(ARGS))",
+                f"    ok &= same_bits({cell!r}, got, fn(*[jnp.asarray(a) for a in ARGS]))",
+            ]
         if cell.startswith("size-") and cts is not None:
             lines += [f"COTANGENTS = {_arrays(cts[1])}", ""]
             main += _gradient_lines("jit(grad)", "jax.jit", grad_names)
@@ -388,7 +312,7 @@ def _standalone_body(spec: Any, cell: str, record: list[Any]) -> str | None:
         if cts is not None:
             lines += [f"COTANGENTS = {_arrays(cts[1])}", ""]
         either = cell == "hard-tiny"
-        lines += [_FLUSHED, ""] if either else []
+        lines += [FLUSHED, ""] if either else []
         main = [
             "def main():",
             "    ok = True",
@@ -450,14 +374,16 @@ def _standalone_body(spec: Any, cell: str, record: list[Any]) -> str | None:
             "",
         ]
         return "\n".join(lines + main)
-    if cell.startswith("grad-") or cell in _GRADIENTS:
+    # grad-<arg> by the arguments' own names: grad-grad-explicit-* (second
+    # order on a mesh) shares the prefix and is the engine script's.
+    one_grad = {f"grad-{a.name}": i for i, a in enumerate(spec.args) if a.differentiable}
+    if cell in one_grad or cell in _GRADIENTS:
         if args is None or cts is None:
             return None
         lines += [f"ARGS = {_arrays(args[1])}", "", f"COTANGENTS = {_arrays(cts[1])}", ""]
         main = ["def main():", "    ok = True", "    args = [jnp.asarray(a) for a in ARGS]"]
-        if cell.startswith("grad-"):
-            name = cell.removeprefix("grad-")
-            i = [a.name for a in spec.args].index(name)
+        if cell in one_grad:
+            name, i = cell.removeprefix("grad-"), one_grad[cell]
             diff = [j for j, a in enumerate(spec.args) if a.differentiable]
             main += [
                 "    cts = [jnp.asarray(c) for c in COTANGENTS]",
@@ -484,19 +410,6 @@ def _gradient_lines(where: str, wrap: str, names: str) -> list[str]:
     ]
 
 
-_FLUSHED = '''def flushed(args):
-    """Subnormal values as zeros of their sign: XLA's CPU may read them so."""
-    out = []
-    for a in args:
-        if jnp.issubdtype(a.dtype, jnp.floating):
-            v = np.asarray(a, np.float64)
-            small = np.abs(v) < float(jnp.finfo(a.dtype).smallest_normal)
-            a = np.asarray(np.where(small, np.copysign(0.0, v), v)).astype(a.dtype)
-        out.append(a)
-    return out
-'''
-
-
 def _engine_script(
     spec: Any,
     cell: str,
@@ -505,6 +418,7 @@ def _engine_script(
     op: tuple[str, str] | None,
     reference: tuple[str, str] | None,
     values: str,
+    how: str,
 ) -> str:
     """A script that reruns the cell through jax_ladder's engine, at the
     shrunk sizes: for what a standalone script does not reproduce."""
@@ -518,7 +432,7 @@ def _engine_script(
         )
     else:
         why.append(f"a standalone script does not reproduce the {cell} cell's family")
-    failure = textwrap.indent(message.strip(), "    ")
+    failure = textwrap.indent(no_paths(message.strip()), "    ")
     sizes = dict(spec.sizes)
     if location is None:
         load = (
@@ -544,7 +458,8 @@ script, because {"; ".join(why)}. It failed with:
 {failure}
 
 It exits 1 while the cell fails, 0 once it passes.
-"""
+
+{how}"""
 
 import dataclasses
 import sys
@@ -563,6 +478,7 @@ report = check(SPEC, cells=[{cell!r}], seed={seed})
 print(report)
 for result in report.failed:
     print(result.message)
+print("reproduced: the cell fails" if report.failed else "not reproduced: the cell passes")
 sys.exit(1 if report.failed else 0)
 '''
 

@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from .conformance.oracles import _into_domain
-from .repro import write_repro
+from .repro import script_roots, write_repro
 
 MAX_RUNS = 40
 BUDGET_S = 300.0
@@ -72,32 +75,66 @@ class Shrunk:
     message: str
     runs: int
     script_path: Path | None = None
+    # The script run alone, in a fresh process (run_alone): REPRODUCED,
+    # PASSES, or why it did not finish; "" where no script was written.
+    alone: str = ""
+    ran_before: tuple[str, ...] = ()  # the cells this process ran before it
+    notes: tuple[str, ...] = ()  # what went wrong writing or running the script
 
     def lines(self) -> list[str]:
         """What a failed cell's message adds (check(..., shrink=True)): the
-        sizes and values it still fails at, and the repro script."""
+        sizes and values it still fails at, and the repro script, once it
+        has been seen to fail alone."""
+        if self.alone == PASSES:
+            # Its sizes say nothing then: the failure needs what ran before.
+            return [
+                "shrunk: not reproduced alone: its script, run in a fresh process, passes "
+                f"({self.script_path}), so the failure depends on state left by the cells run "
+                f"before it in this process: {_some(self.ran_before)}",
+                *self.notes,
+            ]
         smaller = {a: s for a, s in self.sizes.items() if s != self.declared[a]}
         said = ", ".join(f"{a} = {s} (declared {self.declared[a]})" for a, s in smaller.items())
         lines = [
             f"shrunk: still fails at {said or 'the declared sizes'}, values {self.values} "
             f"({self.runs} runs of the cell)"
         ]
-        if self.script_path is not None:
+        if self.script_path is not None and self.alone == REPRODUCED:
             lines.append(f"repro: python {self.script_path}")
-        return lines
+        elif self.script_path is not None:
+            lines.append(f"repro script (not seen to fail alone: {self.alone}): {self.script_path}")
+        return lines + list(self.notes)
 
     def __str__(self) -> str:
         return f"{self.spec_name} [{self.cell}] seed {self.seed}: " + "\n".join(self.lines())
 
 
 # --- Running a cell, and what it drew -----------------------------------------
+class _Copies(list[Any]):
+    """A record that keeps a host copy of each draw as it is noted, before
+    the cell calls the op: an op that donates its arguments (a jit with
+    donate_argnums) deletes the very arrays the engine drew."""
+
+    def append(self, entry: Any) -> None:
+        kind, arrays, details = entry
+        super().append((kind, [_host_copy(a) for a in arrays], details))
+
+
+def _host_copy(array: Any) -> Any:
+    try:
+        return np.array(array, copy=True)
+    except RuntimeError:  # deleted already: nothing left to copy
+        return array
+
+
 @contextlib.contextmanager
 def recording() -> Iterator[list[Any]]:
     """While it lasts, the engine notes each cell's draws in the list it
-    yields: (kind, arrays, details), kind one of args, hard, cotangents, vmap."""
+    yields: (kind, arrays, details), kind one of args, hard, cotangents, vmap;
+    each array a NumPy copy taken when it was drawn."""
     from .conformance import oracles
 
-    record: list[Any] = []
+    record: list[Any] = _Copies()
     token = oracles.DRAWN.set(record)
     try:
         yield record
@@ -161,11 +198,14 @@ def shrink(
     *,
     max_runs: int = MAX_RUNS,
     budget_s: float = BUDGET_S,
+    ran_before: Sequence[str] = (),
 ) -> Shrunk | None:
     """The smallest declaration found (sizes, then values) on which `cell`
     still fails as it does at `seed`; None where it does not fail. With
     repro_dir, also a script there that reproduces that failure alone
-    (write_repro)."""
+    (write_repro), run once alone in a fresh process (run_alone; ran_before:
+    the cells this process ran first, which a failure it does not reproduce
+    may depend on)."""
     start, runs = time.monotonic(), 0
     result, record = _run(spec, cell, seed)
     runs += 1
@@ -220,12 +260,87 @@ def shrink(
                     break
     final, failed, drawn, values = best
     shrunk = Shrunk(
-        spec.name, cell, seed, dict(final.sizes), dict(spec.sizes), values, failed.message, runs
+        spec.name,
+        cell,
+        seed,
+        dict(final.sizes),
+        dict(spec.sizes),
+        values,
+        failed.message,
+        runs,
+        ran_before=tuple(ran_before),
     )
     if repro_dir is not None:
-        path = write_repro(final, cell, seed, drawn, failed.message, repro_dir, values=values)
-        shrunk = dataclasses.replace(shrunk, script_path=path)
+        try:
+            path = write_repro(final, cell, seed, drawn, failed.message, repro_dir, values=values)
+        except Exception as error:  # the shrink's findings stand without a script
+            note = f"no repro script: writing it raised {_one_line(error)}"
+            return dataclasses.replace(shrunk, notes=(note,))
+        shrunk = dataclasses.replace(shrunk, script_path=path, alone=run_alone(path, final))
     return shrunk
+
+
+def shrink_lines(
+    spec: Any,
+    cell: str,
+    seed: int,
+    repro_dir: str | Path | None,
+    ran_before: Sequence[str] = (),
+) -> list[str]:
+    """What check(), the command and the plugin add to a failed cell's
+    message: shrink()'s lines, or why it could not shrink. Never raises: a
+    report is worth more than a shrink, and a crash here would lose it."""
+    try:
+        found = shrink(spec, cell, seed, repro_dir, ran_before=ran_before)
+    except Exception as error:
+        return [f"shrunk: not shrunk: shrinking raised {_one_line(error)}"]
+    return found.lines() if found is not None else ["shrunk: it passed when run again"]
+
+
+def _one_line(error: BaseException) -> str:
+    said = " ".join(str(error).split())
+    return f"{type(error).__name__}{': ' + said if said else ''}"
+
+
+def _some(cells: Sequence[str], shown: int = 8) -> str:
+    if not cells:
+        return "none (the state of the process it ran in)"
+    more = f" … ({len(cells)} cells)" if len(cells) > shown else ""
+    return ", ".join(cells[:shown]) + more
+
+
+# --- The script, run alone ----------------------------------------------------------
+REPRODUCED, PASSES = "reproduced", "passes"
+ALONE_TIMEOUT_S = 300.0
+
+
+def run_alone(path: Path, spec: Any, timeout_s: float = ALONE_TIMEOUT_S) -> str:
+    """Run the repro script once in a fresh Python process, from the folder
+    its docstring says (the op's module's, with PYTHONPATH=. and the other
+    modules' folders): REPRODUCED (it exits 1 saying so), PASSES (exit 0:
+    the failure needs state this process had), else what went wrong. This
+    process's PYTHONPATH is kept after those folders (a kit not installed)."""
+    roots = [str(r) for r in script_roots(spec)]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys([*roots, *inherited]))}
+    try:
+        done = subprocess.run(
+            [sys.executable, str(Path(path).resolve())],
+            cwd=roots[0] if roots else Path(path).parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return f"it did not finish in {timeout_s:.0f} s"
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    if done.returncode == 1 and last.startswith(REPRODUCED):
+        return REPRODUCED
+    if done.returncode == 0:
+        return PASSES
+    error = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return f"run alone, it stopped with {error}"
 
 
 class _Spent(Exception):

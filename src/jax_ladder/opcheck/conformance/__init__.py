@@ -265,7 +265,9 @@ def cell_names(spec: OpSpec) -> list[str]:
     names += ["vmap-of-grad-apart"] if several else []
     names += ["vmap-sharded-new-axis"]
     names += [f"vmap-axis-{a}" for a in spec.batch_axes]
-    names += [f"size-{a}-{kind}" for a in spec.axes for kind in SIZE_KINDS if _sizable(spec, a, kind)]
+    names += [
+        f"size-{a}-{kind}" for a in spec.axes for kind in SIZE_KINDS if _sizable(spec, a, kind)
+    ]
     names += [f"size-{LEADING}-{rank}" for rank in LEADING_RANKS] if uses_leading(spec) else []
     names += [f"grad-{a.name}" for a in spec.args if a.differentiable]
     names += ["vjp", "jit-grad", "jvp", "linearize", *FORWARD_BATCHED]

@@ -53,8 +53,15 @@ def _mesh(kind: str, axis_type: AxisType = AxisType.Auto, size: int | None = Non
 
 def mesh_size(size: int) -> int:
     """The devices a 1-D mesh splitting an axis of `size` has: 4 where it
-    divides the size, else 3 or 2 (validation refuses a size none divides)."""
-    return next((n for n in (MESHES["1d"][0][0], 3, 2) if size % n == 0), MESHES["1d"][0][0])
+    divides the size, else 3 or 2; a size none divides (1, a prime above 3)
+    is a failure saying which sizes work (a shrunk declaration may have one:
+    only the cells that split it care)."""
+    count = next((n for n in (MESHES["1d"][0][0], 3, 2) if size % n == 0), None)
+    assert count is not None, (
+        f"an axis of size {size} splits evenly over no mesh of 4, 3 or 2 devices: declare "
+        f"a size one of them divides ({size + 1}, say), or refuse this cell"
+    )
+    return count
 
 
 def _specs(

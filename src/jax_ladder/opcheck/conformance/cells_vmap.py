@@ -83,7 +83,9 @@ def check_vmap(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         _check_batched(spec, args, in_axes, 0, rng, where)
     elif cell in ("vmap-apart", "vmap-apart-reversed"):
         in_axes = apart_axes(args, reversed_=cell.endswith("-reversed"))
-        _check_batched(spec, args, in_axes, 0, rng, f"vmap, each argument on its own axis {in_axes}")
+        _check_batched(
+            spec, args, in_axes, 0, rng, f"vmap, each argument on its own axis {in_axes}"
+        )
     elif cell == "vmap-nested":
         # Outer axis first, inner axis last: two batching rules composed.
         inner = [_insert(a, a.ndim, 2, rng, arg) for a, arg in zip(args, spec.args, strict=True)]

@@ -529,36 +529,6 @@ def check_spec(spec: Any) -> None:
                 raise DeclarationError(
                     f"{owner}: {field} names no cell: {key!r}; {_did_you_mean(str(key), names)}"
                 )
-    _check_meshes(owner, spec)
-
-
-def _check_meshes(owner: str, spec: Any) -> None:
-    """Each axis a sharding cell splits has a size its mesh divides: a
-    shard_map axis a multiple of 4 (the 1-D mesh's devices, and the 2x2
-    mesh's both axes), any other axis one of 4, 3 or 2 divides (its jit-*
-    cells take that many devices), unless those cells are refused."""
-    from .declaration import refusal
-
-    for axis in spec.shard_map_axes:
-        if spec.sizes[axis] % 4:
-            raise DeclarationError(
-                f"{owner}: sizes[{axis!r}] = {spec.sizes[axis]}, but a shard_map axis must be a "
-                f"multiple of 4 (its cells split it over 4 devices); use e.g. "
-                f"{4 * max(1, round(spec.sizes[axis] / 4))}"
-            )
-    for axis in spec.axes:
-        size = spec.sizes[axis]
-        if any(size % n == 0 for n in (4, 3, 2)):
-            continue
-        cells = [f"jit-auto-{axis}", f"jit-explicit-{axis}", f"jit-explicit-set-mesh-{axis}"]
-        cells.append(f"grad-grad-explicit-{axis}")
-        if all(refusal(spec, cell) is not None for cell in cells):
-            continue
-        raise DeclarationError(
-            f"{owner}: sizes[{axis!r}] = {size}, which no mesh of 4, 3 or 2 devices divides, "
-            f"and the jit-*-{axis} cells split it; use a size one divides ({size + 1}, say), or "
-            f"refuse those cells (refuse={{'jit-*-{axis}': Refuse(...)}})"
-        )
 
 
 # --- The declaration against the reference's and the oracle's results ------------------
