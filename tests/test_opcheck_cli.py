@@ -102,7 +102,7 @@ def test_a_passing_op_exits_0_and_writes_json_and_junit(folder):
         "--junit", "r.xml",
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "scale: 14 cells: 14 passed" in run.stdout
+    assert "scale: 19 cells: 19 passed" in run.stdout
     assert "failed" not in run.stdout.replace("none failed", "")
     data = json.loads((folder / "r.json").read_text())
     assert data["ok"]
@@ -110,7 +110,7 @@ def test_a_passing_op_exits_0_and_writes_json_and_junit(folder):
     (op,) = data["ops"]
     assert op["op"] == "scale"
     assert op["declaration"] == "decl/specs.py::GOOD"
-    assert op["totals"]["passed"] == len(op["cells"]) == 14
+    assert op["totals"]["passed"] == len(op["cells"]) == 19
     for cell in op["cells"]:
         assert cell["outcome"] == "passed"
         assert cell["seed"] == 3
@@ -118,17 +118,17 @@ def test_a_passing_op_exits_0_and_writes_json_and_junit(folder):
         assert cell["seconds"] > 0
     assert [c["cell"] for c in op["cells"]][:3] == ["eager", "jit", "vmap-new-axis"]
     suite = ET.parse(folder / "r.xml").getroot().find("testsuite")
-    assert suite.get("tests") == "14"
+    assert suite.get("tests") == "19"
     assert suite.get("failures") == "0"
-    assert len(suite.findall("testcase")) == 14
+    assert len(suite.findall("testcase")) == 19
 
 
 def test_a_planted_bug_exits_1_grouped_with_the_command_that_reruns_it(folder):
     run = opcheck(folder, "decl/specs.py", "--cells", CELLS, "--json", "-", "--junit", "r.xml")
     assert run.returncode == 1, run.stdout + run.stderr
     text = run.stderr  # --json -: the JSON on stdout, the text on stderr
-    assert "scale: 14 cells: 14 passed" in text
-    assert "scale, off: 14 cells: " in text
+    assert "scale: 19 cells: 19 passed" in text
+    assert "scale, off: 19 cells: " in text
     # eager and jit share the values family, the vmap-* cells theirs.
     assert "    values: eager: [eager] eager, output 0: " in text
     assert "      and 1 cell like it: jit" in text
@@ -136,7 +136,7 @@ def test_a_planted_bug_exits_1_grouped_with_the_command_that_reruns_it(folder):
     assert "cells like it: vmap-only-x, vmap-only-w" in text
     rerun = "jax-ladder opcheck decl/specs.py::BAD --cells eager --seed 0"
     assert f"      rerun: {rerun}" in text
-    assert "op(s), 28 cells: " in text.splitlines()[-1]
+    assert "op(s), 38 cells: " in text.splitlines()[-1]
     data = json.loads(run.stdout)
     assert not data["ok"]
     assert data["totals"]["ops"] == 2
@@ -196,6 +196,7 @@ def test_list_prints_the_selected_cells_names(folder):
         "vmap-of-grad-inner",
         "vmap-of-grad-only-x",
         "vmap-of-grad-only-w",
+        "vmap-of-grad-apart",
         "grad-x",
         "grad-w",
         "grad-grad-explicit-b",

@@ -247,8 +247,8 @@ PART_MISTAKES = {
     ),
     "smallest negative": (lambda: Arg("x", ("n",), smallest=-1.0), ["Arg 'x': smallest"]),
     "sample not callable": (lambda: Arg("x", ("n",), sample=3), ["Arg 'x': sample must be"]),
-    "refusal's error a string": (
-        lambda: Refuse("TypeError", "", "why"),
+    "refusal's error no class nor name": (
+        lambda: Refuse("not a name", "", "why"),
         ["Refuse: error must be an exception class", "Refuse(TypeError"],
     ),
     "refusal's match no regex": (
@@ -402,6 +402,7 @@ def test_leading_axes_are_drawn_and_named_in_no_cell():
     assert made.axes == ("n",)  # the named ones
     names = cell_names(made)
     assert [n for n in names if n.startswith("size-")] == [
+        "size-n-0",
         "size-n-1",
         "size-n-ragged",
         "size-n-large",

@@ -255,7 +255,9 @@ def row_sum_by_cumsum(x):
 def _collectives_on_an_axis_never_declared_sharded_are_noted_not_failed():
     sizes = {"b": 4, "n": 8}
     right = spec_of(row_sum_by_cumsum, row_sum, "y[b,n] -> [b]", sizes)
-    assert outcome(right, "jit-auto-n").outcome == "passed"
+    passed = outcome(right, "jit-auto-n")
+    assert passed.outcome == "passed"
+    assert any("collectives op {" in note for note in passed.notes), passed.notes
     held = spec_of(row_sum_by_cumsum, row_sum, "y[b,n] -> [b]", sizes, shard_map_axes=("n",))
     failed = outcome(held, "jit-auto-n")
     assert failed.outcome == "failed"
@@ -318,6 +320,25 @@ def test_an_op_computing_in_float32_inside_is_checked_in_float32(cell):
 
 
 # --- Declarations the later cells would trip on ----------------------------------------
+def _a_refusal_names_a_private_jax_error_by_name():
+    """JAX keeps ShardingTypeError in jax._src.core: a refusal names it."""
+    from jax_ladder.opcheck import Refuse
+
+    refuse = Refuse("ShardingTypeError", r"unsharded over the axis being reduced", "contracts n")
+    sizes = {"b": 4, "n": 8}
+    declared = spec_of(
+        row_sum_by_cumsum, row_sum, "y[b,n] -> [b]", sizes, refuse={"jit-explicit-n": refuse}
+    )
+    assert outcome(declared, "jit-explicit-n").outcome == "refused"
+    other = Refuse("ShardingTypeError", r"no such message", "contracts n")
+    mismatched = spec_of(
+        row_sum_by_cumsum, row_sum, "y[b,n] -> [b]", sizes, refuse={"jit-explicit-n": other}
+    )
+    message = outcome(mismatched, "jit-explicit-n").message
+    assert "raised ShardingTypeError" in message, message
+    assert "does not match" in message, message
+
+
 def _a_square_matrix_splits_its_rows():
     sizes = {"n": 8}
     square = spec_of(lambda a: a @ a, lambda a: a @ a, "a[n,n] -> [n,n]", sizes)
@@ -361,11 +382,53 @@ def _an_axis_named_partial_reaches_the_shard_map_cells():
     assert "jit(shard_map)" in result.message
 
 
+# --- A maintainer's op: a bool mask, an index range, fully masked rows; no sample -----
+def pool(x, mask, pos):
+    """The mean of the rows the mask keeps (0 where it keeps none), plus the
+    row at pos."""
+    count = mask.sum(-1, keepdims=True)
+    total = jnp.where(mask[..., None], x, 0.0).sum(-2)
+    mean = jnp.where(count > 0, total / jnp.maximum(count, 1), 0.0)
+    picked = jnp.take_along_axis(x, pos[..., None, None], axis=-2)[..., 0, :]
+    return mean + picked
+
+
+def pool_reference(x, mask, pos):
+    count = mask.sum(-1)[..., None]
+    mean = jnp.where(mask[..., None], x, 0.0).sum(-2) / jnp.where(count == 0, 1, count)
+    chosen = jax.nn.one_hot(pos, x.shape[-2], dtype=bool)
+    return mean + jnp.where(chosen[..., None], x, 0.0).sum(-2)
+
+
+def _a_maintainers_masked_op_passes_every_cell_it_does_not_refuse():
+    from jax_ladder.opcheck import Refuse
+
+    gather = Refuse(
+        "ShardingTypeError",
+        r"out sharding could not be resolved",
+        "JAX asks a gather along a split axis for its output sharding; reshard n first",
+    )
+    spec = spec_of(
+        pool,
+        pool_reference,
+        "x[b,n,f], mask[b,n]:bool, pos[b]:int32[0,n) -> [b,f]",
+        {"b": 4, "n": 8, "f": 4},
+        batch_axes=("b",),
+        shard_map_axes=("b",),
+        refuse={"*explicit*-n": gather},
+    )
+    report = check(spec)
+    assert report.ok, str(report)
+    assert len(report.refused) == 4, report.counts()
+
+
 # --- The cells above that need a mesh: one fresh process with 8 devices ------------------
 SHARDED = [
     _collectives_on_an_axis_never_declared_sharded_are_noted_not_failed,
     _a_budget_of_collectives_is_an_upper_bound,
     _a_square_matrix_splits_its_rows,
+    _a_refusal_names_a_private_jax_error_by_name,
+    _a_maintainers_masked_op_passes_every_cell_it_does_not_refuse,
     _three_channels_split_three_ways,
     _a_size_no_mesh_divides_says_which_sizes_work,
     _an_axis_named_partial_reaches_the_shard_map_cells,

@@ -36,6 +36,7 @@ import pytest
 
 from . import conformance
 from .conformance import (
+    NOTES,
     OpSpec,
     cell_names,
     check_declaration,
@@ -71,6 +72,9 @@ class CellResult:
     raised_at: str = ""
     # The error's whole traceback (jax-ladder opcheck --tracebacks).
     traceback: str = field(default="", repr=False, compare=False)
+    # What the cell saw and did not fail on (conformance.NOTES): the
+    # collectives of a cell splitting an axis no declaration says is split.
+    notes: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:
@@ -260,6 +264,7 @@ class Report:
         width = max((len(r.cell) for r in self.results), default=0)
         for r in self.results:
             first = f"like {like[r.cell]}" if r.cell in like else r.line
+            first = first or "; ".join(f"noted: {n}" for n in r.notes)
             lines.append(f"  {r.cell:<{width}}  {r.outcome}{': ' + first if first else ''}")
         if groups:
             lines.append(f"failed, by likely cause ({len(groups)}):")
@@ -283,6 +288,7 @@ class Report:
                 "seed": r.seed,
                 **({"raised_by": r.raised_by} if r.raised_by else {}),
                 **({"raised_at": r.raised_at} if r.raised_at else {}),
+                **({"notes": list(r.notes)} if r.notes else {}),
             }
             for r in self.results
         ]
@@ -413,6 +419,8 @@ def run_one(spec: OpSpec, cell: str, rng: np.random.Generator, seed: int = 0) ->
 
 def _run_one(spec: OpSpec, cell: str, rng: np.random.Generator) -> CellResult:
     refuse = refusal(spec, cell)
+    notes: list[str] = []
+    token = NOTES.set(notes)
     try:
         with cell_environment():
             run_cell(spec, cell, rng)
@@ -435,9 +443,11 @@ def _run_one(spec: OpSpec, cell: str, rng: np.random.Generator) -> CellResult:
         text = "".join(tb.format_exception(error))
         message = "\n".join(lines[:MESSAGE_LINES])
         return CellResult(cell, FAILED, message, raised_by=who, raised_at=where, traceback=text)
+    finally:
+        NOTES.reset(token)
     if refuse is not None:
         return CellResult(cell, REFUSED, refuse.why)
-    return CellResult(cell, PASSED)
+    return CellResult(cell, PASSED, notes=tuple(notes))
 
 
 REFERENCE_FAILS_ALIKE = (

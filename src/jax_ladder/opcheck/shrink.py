@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from .conformance.oracles import _into_domain
+from .conformance.draws import _into_domain
 from .repro import script_roots, write_repro
 
 MAX_RUNS = 40

@@ -93,9 +93,11 @@ class Arg:
 @dataclass(frozen=True)
 class Refuse:
     """What a cell the op does not support must raise: `error` with a message
-    matching the regex `match`. `why` is the table's note (say what to use)."""
+    matching the regex `match`. `error`: an exception class, or its name
+    where JAX keeps it private ("ShardingTypeError"), or a tuple of them.
+    `why` is the table's note (say what to use)."""
 
-    error: type[BaseException] | tuple[type[BaseException], ...]
+    error: type[BaseException] | str | tuple[type[BaseException] | str, ...]
     match: str
     why: str
 

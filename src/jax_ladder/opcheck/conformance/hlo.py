@@ -83,7 +83,9 @@ def held_to_reference(spec: OpSpec, cell: str) -> bool:
         if base.startswith(prefix):
             axes = base.removeprefix(prefix).split("+")
             return all(a in spec.shard_map_axes for a in axes)
-    return True  # shard-map-partial-*: its axis is a shard_map axis
+    # shard-map-partial-<d>: d is a shard_map axis; -free-<e> also splits e,
+    # which no declaration says is split.
+    return "-free-" not in base
 
 
 def assert_collectives(

@@ -227,9 +227,16 @@ def _check_range(owner: str, arg: Any) -> None:
 
 def check_refuse(refuse: Any) -> None:
     errors = refuse.error if isinstance(refuse.error, tuple) else (refuse.error,)
-    if not errors or not all(isinstance(e, type) and issubclass(e, BaseException) for e in errors):
+    # A class, or a class's name: JAX keeps some errors private
+    # (ShardingTypeError lives in jax._src.core), matched by name.
+    if not errors or not all(
+        (isinstance(e, type) and issubclass(e, BaseException))
+        or (isinstance(e, str) and e.isidentifier())
+        for e in errors
+    ):
         raise DeclarationError(
-            f"Refuse: error must be an exception class or a tuple of them, e.g. "
+            f"Refuse: error must be an exception class, a class's name (for JAX's private "
+            f"ones: 'ShardingTypeError') or a tuple of them, e.g. "
             f"Refuse(TypeError, 'can.t', why), not {refuse.error!r}"
         )
     if not isinstance(refuse.match, str):
