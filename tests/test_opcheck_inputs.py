@@ -140,6 +140,13 @@ def test_a_fully_masked_row_of_minus_inf():
     assert_caught(wrong, right, "hard-masked-rows")
 
 
+def test_a_hard_cell_names_every_transformation_that_missed():
+    sizes = {"b": 4, "n": 8}
+    wrong = spec_of(relu_by_step, relu, "x[b,n] -> [b,n]", sizes)
+    message = outcome(wrong, "hard-nonfinite").message
+    assert "also missed the oracle: jit, jit(vmap), jit(grad)" in message, message
+
+
 def test_finite_leaves_the_non_finite_cells_out():
     right = spec_of(relu, relu, "x[b,n] -> [b,n]", {"b": 4, "n": 8}, finite=True)
     names = cell_names(right)
@@ -317,6 +324,31 @@ def test_an_op_computing_in_float32_inside_is_checked_in_float32(cell):
     right = spec_of(rms_norm_upcast, rms_norm, "x[b,n] -> [b,n]", sizes)
     message = assert_caught(wrong, right, cell)
     assert "in float32 (the op computes in float32 inside" in message
+
+
+def float32_only(op):
+    """op behind a float32-only kernel's check: float64 raises."""
+
+    def kernel(x):
+        if x.dtype == jnp.float64:
+            raise TypeError("the kernel takes float32 only")
+        return op(x)
+
+    return kernel
+
+
+def test_one_word_for_a_float32_only_kernel():
+    """float64=False: check-grads-* run in float32, not refused one by one."""
+    sizes = {"b": 4, "n": 8}
+    signature = "x[b,n] -> [b,n]"
+    right = spec_of(float32_only(rms_norm), rms_norm, signature, sizes, float64=False)
+    wrong = spec_of(
+        float32_only(rms_norm_upcast_stopped), rms_norm, signature, sizes, float64=False
+    )
+    message = assert_caught(wrong, right, "check-grads-1")
+    assert "the op takes no float64" in message
+    unsaid = spec_of(float32_only(rms_norm), rms_norm, signature, sizes)
+    assert "float32 only" in outcome(unsaid, "check-grads-1").message
 
 
 # --- Declarations the later cells would trip on ----------------------------------------

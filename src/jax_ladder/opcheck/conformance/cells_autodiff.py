@@ -145,12 +145,13 @@ def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
     op is jitted: the check evaluates it dozens of times, and eagerly a
     multi-device op compiles again at each (the eager and grad cells cover
     eager calls)."""
-    args = make_args(spec, rng, "float64")
+    # An op that takes no float64 (OpSpec.float64=False) is checked in float32.
+    args = make_args(spec, rng, "float64" if spec.float64 else "float32")
     # An op that computes in a narrower float inside (x.astype(float32), the
     # usual way to keep bfloat16 stable) has float32 rounding noise in its
     # float64 results: finite differences at float64's tolerance fail it
     # for what it is. It is checked in float32, at float32's tolerance.
-    dtype = _narrowest_float(spec.op, args)
+    dtype = _narrowest_float(spec.op, args) if spec.float64 else "float32"
     if dtype != "float64":
         args = make_args(spec, rng, "float32")
     diff = _diff_args(spec)
@@ -178,7 +179,7 @@ def check_grads_cell(spec: OpSpec, cell: str, rng: np.random.Generator) -> None:
         raise AssertionError(
             "\n".join(
                 [
-                    f"check_grads(order={order}, modes={modes}) in {_said_dtype(dtype)}, "
+                    f"check_grads(order={order}, modes={modes}) in {_said_dtype(dtype, spec)}, "
                     "against finite "
                     f"differences: {gist}",
                     *inputs,
@@ -214,7 +215,9 @@ def _narrowest_float(fn: Callable[..., Any], args: list[Any]) -> str:
     return "float32" if narrow else "float64"
 
 
-def _said_dtype(dtype: str) -> str:
+def _said_dtype(dtype: str, spec: OpSpec) -> str:
     if dtype == "float64":
         return "float64"
+    if not spec.float64:
+        return "float32 (the op takes no float64: OpSpec.float64=False)"
     return "float32 (the op computes in float32 inside, so float64's tolerance cannot hold it)"

@@ -494,6 +494,11 @@ def check_spec(spec: Any) -> None:
             )
         object.__setattr__(spec, "differentiable_outputs", tuple(picked))
 
+    if not isinstance(spec.float64, bool):
+        raise DeclarationError(
+            f"{owner}: float64 must be True or False (the op takes no float64: "
+            f"check-grads-* compute in float32), not {spec.float64!r}"
+        )
     if not isinstance(spec.finite, bool):
         raise DeclarationError(
             f"{owner}: finite must be True (the op supports finite inputs only) or False, "
