@@ -79,6 +79,12 @@ SPEC = OpSpec(
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
         "shard-map-partial-explicit-*": PARTLY_MANUAL_EXPLICIT,
+        # The kernel runs no grid over an empty axis, and says so (op.py).
+        "size-*-0": Refuse(
+            ValueError,
+            r"empty operand",
+            "refused: no grid of blocks over an empty axis; skip the call",
+        ),
         # What the backend refuses whatever the op (its interpreter's limits on
         # this host, say): tests/target.py.
         **target.BACKEND_REFUSALS,

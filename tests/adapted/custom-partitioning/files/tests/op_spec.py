@@ -71,5 +71,10 @@ SPEC = OpSpec(
         "linearize": FORWARD_MODE,
         "check-grads-2": FIRST_ORDER,
         "grad-grad-explicit-*": FIRST_ORDER,
+        "size-n-0": Refuse(
+            ValueError,
+            r"zero-size array to reduction operation max",
+            "refused: an empty row has no maximum to shift by",
+        ),
     },
 )

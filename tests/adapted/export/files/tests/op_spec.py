@@ -120,5 +120,10 @@ SPEC = OpSpec(
             r"x.shape\[\d\] must be 16, got",
             "refused: the artifact's features are fixed at export",
         ),
+        "size-[bs]-0": Refuse(
+            ValueError,
+            r"must be >= 1, got 0",
+            "refused: the artifact's shape constraints ask for at least one",
+        ),
     },
 )

@@ -111,5 +111,10 @@ SPEC = OpSpec(
         "export-symbolic": SYMBOLIC,
         "size-[bd]-1": INDIVISIBLE,
         "size-[bd]-ragged": INDIVISIBLE,
+        "size-d-0": Refuse(
+            ValueError,
+            r"all_gather_dim' cannot be zero",
+            "refused: XLA gathers no empty model dimension",
+        ),
     },
 )

@@ -90,5 +90,10 @@ SPEC = OpSpec(
         "jvp": FORWARD_MODE,
         "linearize": FORWARD_MODE,
         "check-grads-*": FLOAT64,
+        "size-*-0": Refuse(
+            ValueError,
+            r"empty operand",
+            "refused: no grid of blocks over an empty axis; skip the call",
+        ),
     },
 )
