@@ -84,12 +84,20 @@ SPEC = OpSpec(
     # The ffi_call has no forward-mode rule: jax.custom_vjp pairs the forward
     # handler with the backward one, and JAX refuses jvp of a custom_vjp.
     refuse={
-        name: Refuse(
-            TypeError,
-            r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
-            "refused: forward mode of a custom_vjp; use jax.grad or jax.vjp "
-            "(jax.hessian, forward over reverse, works)",
-        )
-        for name in ("jvp", "linearize")
+        **{
+            name: Refuse(
+                TypeError,
+                r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function",
+                "refused: forward mode of a custom_vjp; use jax.grad or jax.vjp "
+                "(jax.hessian, forward over reverse, works)",
+            )
+            for name in ("jvp", "linearize")
+        },
+        # rowwise.py refuses an empty row before any handler sees it.
+        "size-n-0": Refuse(
+            ValueError,
+            r"has rows of length 0",
+            "refused: the handlers take rows of one element or more; skip the call",
+        ),
     },
 )
