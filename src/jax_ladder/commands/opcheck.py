@@ -453,7 +453,7 @@ def _output_sizes(op: Any, parsed: Any, sizes: dict[str, Any], axes: list[str]) 
 
     try:
         structs = [
-            jax.ShapeDtypeStruct(shape(arg_axes), jnp.dtype(dtype or "float32"))
+            jax.ShapeDtypeStruct(shape(arg_axes), jnp.dtype(dtype or "float32"))  # type: ignore[no-untyped-call]
             for _, arg_axes, dtype in parsed.args
         ]
         results = jax.tree.leaves(jax.eval_shape(op, *structs))

@@ -62,7 +62,7 @@ def raised_by(spec: Any, error: BaseException) -> tuple[str, str]:
     declared one, or the reference run in float64), "" where none of their
     frames is on its traceback (JAX's, or the engine's); and where: the
     deepest frame outside JAX, NumPy and the kit (file:line, function)."""
-    frames = max(
+    frames: list[Any] = max(
         (tb.extract_tb(t) for t in (error.__traceback__, _cause_tb(error)) if t),
         key=len,
         default=[],

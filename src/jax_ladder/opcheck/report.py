@@ -483,8 +483,8 @@ def reference_also_fails(spec: OpSpec, cell: str, seed: int = 0) -> str | None:
     return result.line if result.outcome == FAILED else None
 
 
-def _names(error: type[BaseException] | tuple[type[BaseException], ...]) -> str:
-    # getattr: a refusal may one day name a type JAX keeps private by its name.
+def _names(error: Any) -> str:
+    # getattr: a refusal may name a type JAX keeps private by its name (a str).
     errors = error if isinstance(error, tuple) else (error,)
     return " or ".join(getattr(e, "__name__", str(e)) for e in errors)
 
