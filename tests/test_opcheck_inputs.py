@@ -10,6 +10,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax import core
 from jax.extend.core import Primitive
@@ -349,6 +350,24 @@ def test_one_word_for_a_float32_only_kernel():
     assert "the op takes no float64" in message
     unsaid = spec_of(float32_only(rms_norm), rms_norm, signature, sizes)
     assert "float32 only" in outcome(unsaid, "check-grads-1").message
+
+
+def test_a_tolerance_on_the_inputs_scale():
+    """Ulps(at_inputs=...): a small result of large terms (a cross-entropy
+    of logits near 1000) may be off by ulps of the inputs' largest value,
+    which neither the result's own value nor its scale shows."""
+    from jax_ladder.opcheck.compare import assert_close
+
+    want = np.array([0.5, 1.25], np.float64)
+    got = (want + 3 * float(np.spacing(np.float32(1000.0)))).astype(np.float32)
+    assert_close(got, want, Ulps(at_value=1, at_inputs=4), scale=1000.0)
+    with pytest.raises(AssertionError, match=r"at the inputs' largest \|value\| \(1e\+03\)"):
+        assert_close(got, want, Ulps(at_value=1, at_inputs=2), scale=1000.0)
+    with pytest.raises(AssertionError, match="off by"):
+        assert_close(got, want, Ulps(at_value=4, at_scale=4), scale=1000.0)
+    assert repr(Ulps(2)) == "Ulps(at_value=2, at_scale=0.0)"  # messages unchanged
+    with pytest.raises(DeclarationError, match=r"tolerance.at_inputs must be a number"):
+        spec_of(relu, relu, "x[n] -> [n]", {"n": 8}, tolerance=Ulps(1, 0, -1))
 
 
 # --- Declarations the later cells would trip on ----------------------------------------

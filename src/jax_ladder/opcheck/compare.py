@@ -9,7 +9,11 @@ one kind of result, how many the op may be off:
 - at_scale: ulps of the accumulator dtype at the array's largest |value|, for
   sums whose terms cancel: each term's rounding is the size of the terms, not
   of the small result they leave (the largest |value| stands for the terms'
-  size).
+  size);
+- at_inputs: ulps of the accumulator dtype at the inputs' largest |value|,
+  for a result much smaller than the terms it is made of, which the result
+  itself does not show (a cross-entropy's honest error is on the scale of
+  its largest logit, not of the loss).
 
 A half-precision result (bfloat16, float16) computed in float32 and rounded
 once may also be off by the half ulp of that final rounding, which every
@@ -47,6 +51,12 @@ from .devices import default_platform
 class Ulps:
     at_value: float
     at_scale: float = 0.0
+    at_inputs: float = 0.0
+
+    def __repr__(self) -> str:
+        # at_inputs only where given: most declarations leave it out.
+        more = f", at_inputs={self.at_inputs!r}" if self.at_inputs else ""
+        return f"Ulps(at_value={self.at_value!r}, at_scale={self.at_scale!r}{more})"
 
 
 # What a float32 matmul keeps of each input's significand, in bits (the
@@ -65,7 +75,7 @@ def at_platform(ulps: Ulps, matmul_inputs: Mapping[str, str], platform: str) -> 
     key, as the op declares it (absent: float32, what HIGHEST computes)."""
     bits = MATMUL_INPUT_BITS[matmul_inputs.get(platform, "float32")]
     scale = 2.0 ** (MATMUL_INPUT_BITS["float32"] - bits)
-    return Ulps(ulps.at_value * scale, ulps.at_scale * scale)
+    return Ulps(ulps.at_value * scale, ulps.at_scale * scale, ulps.at_inputs * scale)
 
 
 def platform_of(x) -> str:
@@ -201,7 +211,7 @@ def assert_close(
     # it was rounded to that dtype too.
     roundings = 0 if accumulator == dtype else 1 + (np.asarray(want).dtype == dtype)
     declared, widen = ulps, platform_scale(dtype, platform, kinds)
-    ulps = Ulps(ulps.at_value * widen, ulps.at_scale * widen)
+    ulps = Ulps(ulps.at_value * widen, ulps.at_scale * widen, ulps.at_inputs * widen)
     got = np.asarray(got, dtype=np.float64)
     want = np.asarray(want, dtype=np.float64)
     prefix = f"{where}: " if where else ""
@@ -222,13 +232,14 @@ def assert_close(
     # subnormal results to zero (and reads subnormal operands as zeros), an
     # error of up to the smallest normal number, whatever the result's size.
     def bound(counts: Ulps):
-        flushes = (counts.at_value + counts.at_scale) * float(
+        flushes = (counts.at_value + counts.at_scale + counts.at_inputs) * float(
             jnp.finfo(accumulator).smallest_normal
         )
         tolerance = (
             0.5 * roundings * spacing(dtype, want)
             + counts.at_value * spacing(accumulator, at)
             + counts.at_scale * spacing(accumulator, largest)
+            + counts.at_inputs * spacing(accumulator, scale)
             + flushes
         )
         if also is not None:
@@ -263,7 +274,7 @@ def assert_close(
         + f" at {_at(worst, inputs_at)}; allowed {_ulps(allowed / spacing(dtype, at[worst]))}"
         + f" of {dtype.name}: got {float(got[worst])!r}, want {float(want[worst])!r}",
         "  tolerance: "
-        + _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest)
+        + _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest, scale)
         + (
             f", or the ill-conditioned cell's allowance here, {also_here:.3g}, the larger"
             if also_here >= allowed
@@ -291,7 +302,7 @@ def _in_accumulator(amount: float, accumulator, dtype, at: float) -> str:
     return f" (= {_ulps(amount / spacing(accumulator, at))} of {accumulator.name}, the accumulator)"
 
 
-def _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest) -> str:
+def _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest, inputs) -> str:
     """What the tolerance is made of, in words: the declared counts, in ulps
     of the accumulator, and the half ulps of half precision's roundings."""
     times = f" x{widen:g} on {platform} (PLATFORM_BITS)" if widen != 1.0 else ""
@@ -302,6 +313,11 @@ def _tolerance(declared, widen, platform, dtype, accumulator, roundings, largest
         terms.append(
             f"{_ulps(declared.at_scale)} of {accumulator.name} at the largest |value| "
             f"({largest:.3g}){times}"
+        )
+    if declared.at_inputs:
+        terms.append(
+            f"{_ulps(declared.at_inputs)} of {accumulator.name} at the inputs' largest |value| "
+            f"({inputs:.3g}){times}"
         )
     if roundings:
         what = "the result" if roundings == 1 else "the result and the oracle's each"

@@ -200,8 +200,12 @@ def write_repro(
         header
         + PRELUDE.format(
             imports="\n".join(imports),
-            tolerance=(tolerance.at_value * widen, tolerance.at_scale * widen),
-            gradient=(gradient.at_value * widen, gradient.at_scale * widen),
+            tolerance=tuple(
+                t * widen for t in (tolerance.at_value, tolerance.at_scale, tolerance.at_inputs)
+            ),
+            gradient=tuple(
+                t * widen for t in (gradient.at_value, gradient.at_scale, gradient.at_inputs)
+            ),
             diff_args=diff_args,
             diff_outputs=repr(spec.differentiable_outputs),
             names=[a.name for a in spec.args],

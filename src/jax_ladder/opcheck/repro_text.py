@@ -115,12 +115,13 @@ def compare(what, got, want, tolerance, scale=0.0):
     largest = float(np.max(np.abs(want), initial=0.0))
     at = np.full(want.shape, scale) if largest == 0.0 and scale > 0 else want
     largest = largest or scale
-    at_value, at_scale = tolerance
+    at_value, at_scale, at_inputs = tolerance
     bound = (
         0.5 * roundings * spacing(dtype, want)
         + at_value * spacing(accumulator, at)
         + at_scale * spacing(accumulator, largest)
-        + (at_value + at_scale) * float(jnp.finfo(accumulator).smallest_normal)
+        + at_inputs * spacing(accumulator, scale)
+        + (at_value + at_scale + at_inputs) * float(jnp.finfo(accumulator).smallest_normal)
     )
     bound = np.maximum(bound, np.finfo(np.float64).tiny)
     error = np.abs(got - want)

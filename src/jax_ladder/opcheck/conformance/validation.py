@@ -306,7 +306,7 @@ def _ulps(owner: str, field: str, value: Any, optional: bool = False) -> None:
             f"{owner}: {field}{missing}; it must be an Ulps, e.g. {field}=Ulps(4) (4 ulps "
             f"of each value) or Ulps(4, 8) (and 8 ulps of the outputs' scale)"
         )
-    for part in ("at_value", "at_scale"):
+    for part in ("at_value", "at_scale", "at_inputs"):
         count = getattr(value, part)
         if not _number(count) or not count >= 0:
             raise DeclarationError(
