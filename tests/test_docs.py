@@ -165,12 +165,8 @@ def test_no_page_sends_a_user_to_the_package_index_before_a_release():
     assert found == []
 
 
-def test_the_readme_leads_with_the_install_from_a_clone():
-    """The kit has no public home yet (pyproject's URLs are placeholders), so
-    the README's first install is one that works where a user is: a clone of
-    the repository, not a git+https address that does not exist."""
+def test_the_readme_leads_with_the_install_from_the_repository():
+    repository = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
     install = (REPO / "README.md").read_text().split("## Install", 1)[1]
     first = next(line for line in install.splitlines() if "pip install" in line)
-    assert first.split("#")[0].split() == ["pip", "install", "./jax-ladder"]
-    opcheck = (REPO / "docs" / "opcheck.md").read_text()
-    assert "git+https" not in opcheck
+    assert first.split("#")[0].split() == ["pip", "install", f"git+{repository['Repository']}"]

@@ -208,6 +208,9 @@ SPEC = OpSpec(
     },
 {%- endif %}
     refuse={
+        # First: with no VJP, size-[bs]-* are refused as differentiating, but
+        # an empty axis fails the forward before any gradient is asked for.
+        "size-[bs]-0": EMPTY,
 {%- if cookiecutter.vjp_order == "0" %}
         **dict.fromkeys(DIFFERENTIATING, NOT_DIFFERENTIABLE),
 {%- endif %}
@@ -215,7 +218,6 @@ SPEC = OpSpec(
         "linearize": REVERSE_ONLY,
         "check-grads-*": FLOAT32_ONLY,
         "size-f-*": FIXED_FEATURES,
-        "size-[bs]-0": EMPTY,
         "shard-map-partial-explicit-b": GATHERED_OVER_FREE,
 {%- if cookiecutter.vjp_order == "1" %}
         "grad-grad-explicit-*": FIRST_ORDER_ONLY,
