@@ -32,7 +32,7 @@ class BandProduct(hijax.HiPrim):
         super().__init__()
 
     def expand(self, dl, d, du, x):
-        return _shift_down(_shift_up(dl) * x) + d * x + _shift_up(_shift_down(du) * x)
+        return dl * _shift_down(x) + d * x + du * _shift_up(x)
 
     # Reverse mode derived from the JVP and the transpose below.
     vjp_fwd, vjp_bwd_retval = hijax.vjp_from_jvp

@@ -96,6 +96,12 @@ def test_ignored_corners_do_not_matter(rng):
     dl, d, du, x = operands(rng, (5, 8))
     moved = matvec(dl.at[:, 0].set(1e3), d, du.at[:, -1].set(-1e3), x)
     np.testing.assert_array_equal(moved, matvec(dl, d, du, x))
+    # Not even an inf or a NaN there reaches y, and their gradients are zero.
+    nonfinite = matvec(dl.at[:, 0].set(jnp.nan), d, du.at[:, -1].set(jnp.inf), x)
+    np.testing.assert_array_equal(nonfinite, matvec(dl, d, du, x))
+    g_dl, g_du = jax.grad(lambda a, c: jnp.sum(matvec(a, d, c, x)), argnums=(0, 1))(dl, du)
+    np.testing.assert_array_equal(g_dl[:, 0], 0.0)
+    np.testing.assert_array_equal(g_du[:, -1], 0.0)
 
 
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)], ids=shape_id)

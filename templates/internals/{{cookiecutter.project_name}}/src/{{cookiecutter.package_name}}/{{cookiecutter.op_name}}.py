@@ -207,9 +207,18 @@ def _compute(dl: jax.Array, d: jax.Array, du: jax.Array, x: jax.Array) -> jax.Ar
     # Elementwise along the last axis: O(n) work and memory, where the dense
     # product is O(n^2), and every leading axis stays independent (so a
     # sharded batch axis needs no communication). dl[..., 0] and du[..., n-1]
-    # are never read (each band is shifted onto the x it multiplies, and the
-    # product back), so whatever they hold, inf or NaN, stays out of y.
-    return _shift_down(_shift_up(dl) * x) + d * x + _shift_up(_shift_down(du) * x)
+    # lie outside the matrix: selected away (not multiplied by the zero the
+    # shift pads with), so whatever they hold, inf or NaN, stays out of y;
+    # x alone is shifted, so a split n exchanges one element per boundary.
+    dl, du = _outside_zeroed(dl, du)
+    return dl * _shift_down(x) + d * x + du * _shift_up(x)
+
+
+def _outside_zeroed(dl: jax.Array, du: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """dl with its first entry and du with its last set to 0 (selected)."""
+    i = lax.broadcasted_iota(jnp.int32, dl.shape, dl.ndim - 1)
+    zero = jnp.zeros((), dl.dtype)
+    return jnp.where(i == 0, zero, dl), jnp.where(i == dl.shape[-1] - 1, zero, du)
 {%- endif %}
 {%- if ffi and hijax %}
 
