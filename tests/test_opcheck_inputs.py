@@ -15,6 +15,7 @@ import pytest
 from jax import core
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
+from test_opcheck_blind_spots import assert_caught, outcome
 
 from jax_ladder.opcheck import OpSpec, Ulps, check
 from jax_ladder.opcheck.conformance import Collectives, DeclarationError, cell_names
@@ -34,19 +35,6 @@ def spec_of(op, reference, signature, sizes, **more):
         gradient_tolerance=more.pop("gradient_tolerance", LOOSE),
         **more,
     )
-
-
-def outcome(spec, cell):
-    return check(spec, [cell])[cell]
-
-
-def assert_caught(wrong, right, cell):
-    """The wrong op fails `cell`, its right twin passes it."""
-    failed = outcome(wrong, cell)
-    assert failed.outcome == "failed", f"{cell} let the wrong op through: {failed}"
-    passed = outcome(right, cell)
-    assert passed.outcome == "passed", f"{cell} failed the right op: {passed.message}"
-    return failed.message
 
 
 # --- Masks and indices: drawn over what they hold ------------------------------------
