@@ -448,3 +448,18 @@ def test_the_templates_name_a_missing_facility_as_hardware_check_accepts_it():
             declared[path.relative_to(REPO).as_posix()] = value
     # One home, every project's tests/devices.py (templates/shared_files.py).
     assert declared == {"src/jax_ladder/opcheck/devices.py": hw.MISSING_FACILITY}
+
+
+def test_this_python_holds_every_projects_test_extra():
+    """The checks run each project uninstalled, so what its `test` extra brings must be in
+    the Python that runs them: the TPU v5e run of 0.15.0 failed every export cell for want
+    of flatbuffers and every plot test for want of matplotlib, and said nothing before."""
+    needed = {dist.split(">")[0] for dist in hw.NEEDED.values()}
+    for rung in available():
+        text = (template_dir(rung) / "{{cookiecutter.project_name}}" / "pyproject.toml").read_text()
+        # The dependency lines of every branch of the template's Jinja, read as written.
+        lines = re.findall(r"^(?:dependencies|test) = \[(.*)\]$", text, re.M)
+        assert lines, rung.name
+        for requirement in re.findall(r'"([^"]+)"', " ".join(lines)):
+            name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0)
+            assert name in needed, f"{rung.name}'s {requirement!r} is not in NEEDED"
