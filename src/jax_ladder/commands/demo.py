@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from jax_ladder.commands._common import Args, Subparsers, add_repeatable, rung_or_error
+from jax_ladder.commands.new import next_steps
 from jax_ladder.rungs import Rung, available
 from jax_ladder.runner import TestRun, needs_build, run_project_tests
 from jax_ladder.scaffold import scaffold
@@ -66,14 +67,18 @@ def run(args: Args) -> int:
     rows = [(rung, *results[rung.name]) for rung in rungs]
     print_table(rows)
     print(f"{len(rungs)} rung(s) in {time.perf_counter() - start:.0f} s", flush=True)
+    first = projects[rungs[0].name]
     print(
         f"Each ran its quick selection (pytest {' '.join(DEMO_SELECTION)}: the reference "
         "against its float64 oracle, the op against the reference eagerly, jitted, under "
         "vmap and differentiated). A project's whole suite (the conformance matrix and "
-        f"its own tests, minutes): cd {projects[rungs[0].name]}, then "
-        "python -m pip install -e '.[test]' && python -m pytest",
+        f"its own tests, minutes), {first.name}'s for one, in a virtual environment of "
+        "its own:",
         flush=True,
     )
+    for step in next_steps(first):
+        if "bench.py" not in step:
+            print(f"  {step}", flush=True)
     return 0 if all(run.ok for _, run, _ in rows) else 1
 
 

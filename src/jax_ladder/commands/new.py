@@ -166,7 +166,10 @@ def next_steps(project: Path) -> list[str]:
             f"{versions.HIJAX_PYTHON_OLDEST} or newer: JAX {versions.HIJAX_JAX_OLDEST} has no "
             f"wheels for Python {versions.PYTHON_OLDEST}"
         )
-    python = pythons.find_python(needs)
+    # A Python that gets the window's newest JAX first (3.11 gets only its oldest
+    # minor: pip picks it there without a word), else any the project allows.
+    newest = needs & SpecifierSet(f">={versions.HIJAX_PYTHON_OLDEST}")
+    python = pythons.find_python(newest) or pythons.find_python(needs)
     if python is None:
         steps.append(f"# it needs Python {needs}, and none was found here: install one, then")
         steps.append(f"# {_jax_by_python(project)}")
