@@ -12,7 +12,7 @@ from packaging.specifiers import SpecifierSet
 
 from jax_ladder import cli, pythons
 from jax_ladder.commands import _common, demo
-from jax_ladder.options import load_options
+from jax_ladder.options import load_options, resolve
 from jax_ladder.rungs import LADDER, available, by_name, template_dir
 from jax_ladder.runner import TestRun as Run  # not collected as a test class
 from jax_ladder.scaffold import scaffold
@@ -35,6 +35,23 @@ def test_templates_are_inside_the_installed_package():
     path = template_dir(by_name("custom-vjp"))
     assert "site-packages" in str(path), path
     assert (path / "cookiecutter.json").is_file()
+
+
+@pytest.mark.parametrize("rung", ["internals", "custom-vjp"])
+def test_new_says_how_to_name_the_op_before_anything_is_edited(tmp_path, capsys, rung):
+    """The op's name is in its files, functions and tests: naming it is a new bake,
+    which `new` says when the user took the example's name without choosing it."""
+    out = tmp_path / "out"
+    assert cli.main(["new", rung, "--no-input", "--name", "mine", "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    op = resolve(load_options(template_dir(by_name(rung))), {})["op_name"]
+    said = f"The op is named {op!r} (the example's name)."
+    assert said in printed, printed
+    assert f"jax-ladder new {rung} --name mine --set op_name=NAME" in printed, printed
+    assert printed.index(said) < printed.index("'Adapt it' table"), printed
+    chosen = ["--set", "op_name=my_norm", "--output-dir", str(tmp_path / "named")]
+    assert cli.main(["new", rung, "--no-input", *chosen]) == 0
+    assert "--set op_name=NAME" not in capsys.readouterr().out
 
 
 def test_new_with_defaults_prints_next_steps(tmp_path):

@@ -25,7 +25,7 @@ from jax_ladder.commands._common import (
     ask_option,
     rung_or_error,
 )
-from jax_ladder.options import Option, UsageError, load_options, parse_assignments
+from jax_ladder.options import Option, UsageError, load_options, parse_assignments, resolve
 from jax_ladder.rungs import Rung, available, template_dir
 from jax_ladder.scaffold import scaffold
 
@@ -140,6 +140,18 @@ def run(args: Args) -> int:
     print(f"Created {project}\n\nNext steps:")
     for step in next_steps(project):
         print(f"  {step}")
+    if not interactive and "op_name" in options and "op_name" not in given:
+        # The op's name is in its module, functions, tests (and C++ targets): naming it is
+        # a new bake, so say it before the user edits anything.
+        op = resolve(options, given)["op_name"]
+        again = [f"jax-ladder new {rung.name}"]
+        again += [f"--name {args.name}"] if args.name is not None else []
+        again += [f"--set {k}={v}" for k, v in given.items() if k != "project_name"]
+        print(
+            f"The op is named {op!r} (the example's name). To give it yours, remove this "
+            f"folder and generate it again before editing anything: {' '.join(again)} "
+            "--set op_name=NAME"
+        )
     print("Then make it your op: README.md's 'Adapt it' table names the files that are yours.")
     note = _installed_jax_note()
     if note:
