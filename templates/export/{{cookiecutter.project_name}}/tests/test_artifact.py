@@ -4,6 +4,7 @@ sizes, platforms, differentiation, bad inputs, damaged files and retired formats
 
 import hashlib
 import json
+import re
 import types
 
 import jax
@@ -516,15 +517,28 @@ def test_static_dimension_mismatch(loaded):
 def test_wrong_number_of_inputs(loaded):
     with pytest.raises(TypeError, match=f"takes {len(artifact.INPUTS)} inputs"):
         loaded()
-{% if seq %}
+
 
 def test_shared_dimension_must_agree(loaded):
-    inputs = inputs_for(loaded, (3, 5))
-    other = artifact.INPUTS[1][0]  # b is the first axis of every input
-    inputs[other] = inputs[other][:2]
-    with pytest.raises(ValueError, match=f"dimension b is 3 in one input and 2 in {other}"):
+    # The first dimension variable that two inputs share, from the declaration.
+    seen, shared = {}, []
+    for name, shape, _ in artifact.INPUTS:
+        for axis, dim in enumerate(d.strip() for d in shape.split(",")):
+            if not dim.isdigit() and dim in seen:
+                shared.append((dim, name, axis))
+            seen.setdefault(dim, name)
+    if not shared:
+        pytest.skip("no two inputs share a dimension variable: none can disagree")
+    dim, other, axis = shared[0]
+    sizes = next(s for s in SIZES if min(s) >= 2)
+    inputs = inputs_for(loaded, sizes)
+    size = inputs[other].shape[axis]
+    inputs[other] = np.take(inputs[other], range(size - 1), axis=axis)
+    with pytest.raises(
+        ValueError, match=f"dimension {dim} is {size} in one input and {size - 1} in {other}"
+    ):
         loaded(*inputs.values())
-{% endif %}
+
 
 def test_zero_sized_dimension_is_rejected(loaded):
     inputs = inputs_for(loaded, SIZES[0])
@@ -646,3 +660,28 @@ def test_missing_files(tmp_path):
     (tmp_path / "lonely.jax").write_bytes(b"x")
     with pytest.raises(FileNotFoundError, match="lonely.jax.json is missing"):
         artifact.load(tmp_path / "lonely.jax")
+
+
+@pytest.mark.parametrize(
+    ("constraint", "sizes", "holds"),
+    [
+        ("mod(b, 2) == 0", {"b": 4}, True),
+        ("mod(b, 2) == 0", {"b": 5}, False),
+        ("2*floordiv(b, 2) == b", {"b": 6}, True),
+        ("b >= 2", {"b": 1}, False),
+        ("max(b, 3) <= 3", {"b": 3}, True),
+    ],
+)
+def test_constraints_are_read_as_jax_reads_them(constraint, sizes, holds):
+    # What jax.export accepts as a constraint the input checks evaluate: a
+    # divisibility constraint (floordiv, mod) works as JAX writes it.
+    export.SymbolicScope([constraint])  # JAX itself accepts it
+    assert artifact._holds(constraint, sizes) is holds
+
+
+@pytest.mark.parametrize("constraint", ["b // 2 >= 1", "b % 2 == 0", "b > 1"])
+def test_a_constraint_jax_refuses_is_an_error_naming_it(constraint):
+    with pytest.raises(ValueError):
+        export.SymbolicScope([constraint])  # JAX refuses it when the model is exported
+    with pytest.raises(ValueError, match=re.escape(repr(constraint))):
+        artifact._holds(constraint, {"b": 4})

@@ -78,3 +78,21 @@ def test_run_reports_bad_files_without_a_traceback(tmp_path, capsys):
     assert result.returncode == 2 and "error: " in result.stderr
     assert "corrupted or truncated" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_new_golden_says_what_it_changes(tmp_path, monkeypatch, capsys):
+    # --golden overwrites the expected outputs the tests hold the artifact to:
+    # it says first by how much they move (a wrong model re-exported shows here).
+    (tmp_path / "tests").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--golden"]) == 0
+    assert "golden's output" not in capsys.readouterr().out  # nothing to compare with
+    assert main(["export", "--golden"]) == 0
+    assert "the golden's output is unchanged" in capsys.readouterr().out
+    io_path = Path("tests", "golden", "model.io.npz")
+    saved = dict(np.load(io_path))
+    saved["output"] = saved["output"] + 0.5
+    np.savez(io_path, **saved)
+    assert main(["export", "--golden"]) == 0
+    said = capsys.readouterr().out
+    assert "the golden's output changed: largest difference 0.5 against the previous" in said

@@ -10,13 +10,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 # Relative to the project's root, where --golden runs: the golden artifact is
 # the project's test data, not the package's, so an installed copy of the
 # package writes and the tests read the checkout's tests/golden/.
 GOLDEN = Path("tests", "golden", "model.jax")
+# Arrays by name, as np.load reads an .npz.
+Arrays: TypeAlias = dict[str, npt.NDArray[Any]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,6 +63,12 @@ def export_command(args: argparse.Namespace) -> int:
     if args.golden and not Path("tests").is_dir():
         raise FileNotFoundError("--golden writes tests/golden/: run it in the project's root")
     out = GOLDEN if args.golden else args.out
+    io_path = out.with_suffix(".io.npz")
+    # What the golden held before, to say what the new one changes.
+    previous: Arrays | None = None
+    if args.golden and io_path.is_file():
+        with np.load(io_path) as data:
+            previous = {name: data[name] for name in data.files}
     exported = artifact.export_model(platforms=platforms)
     artifact.save(exported, out)
     print(f"wrote {out} ({out.stat().st_size} bytes) for {', '.join(platforms)}")
@@ -68,10 +78,35 @@ def export_command(args: argparse.Namespace) -> int:
         outputs = exported_function()(*arrays)  # the plain-JAX model, not the artifact
         # Plain arrays only; naming allow_pickle also tells the type checker
         # that no key of inputs is savez's own allow_pickle argument.
-        io_path = out.with_suffix(".io.npz")
+        if previous is not None:
+            print(golden_change(previous, inputs, np.asarray(outputs)))
         np.savez(io_path, allow_pickle=False, **inputs, output=np.asarray(outputs))
         print(f"wrote {io_path} (inputs and expected outputs)")
     return 0
+
+
+def golden_change(previous: Arrays, inputs: Arrays, output: npt.NDArray[Any]) -> str:
+    """What a new golden changes against the one it replaces: the inputs (drawn
+    from the same seed, so they change only with the input signature) and the
+    largest difference in the expected output."""
+    old_inputs = {k: v for k, v in previous.items() if k != "output"}
+    if {k: (v.shape, v.dtype) for k, v in old_inputs.items()} != {
+        k: (v.shape, v.dtype) for k, v in inputs.items()
+    }:
+        return "the golden's inputs changed (another input signature): its output is not comparable"
+    old = previous["output"]
+    if old.shape != output.shape or old.dtype != output.dtype:
+        return (
+            f"the golden's output changed from {old.dtype}{list(old.shape)} "
+            f"to {output.dtype}{list(output.shape)}"
+        )
+    difference = np.abs(output.astype(np.float64) - old.astype(np.float64))
+    largest = float(np.nanmax(difference)) if difference.size else 0.0
+    if largest == 0 and np.array_equal(np.isnan(output), np.isnan(old)):
+        return "the golden's output is unchanged"
+    return (
+        f"the golden's output changed: largest difference {largest:.3g} against the previous golden"
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
