@@ -296,8 +296,31 @@ def cell_names(spec: OpSpec) -> list[str]:
     names += [f"grad-grad-explicit-vmap-{axis}" for axis in ("new-axis", *spec.axes)]
     names += ["export-symbolic"] if spec.symbolic_axis else []
     names += [f"lower-{platform}" for platform in spec.platforms]
-    once = [n for n in names if not n.startswith("check-grads-")]
-    return names + [f"{n}@{d}" for d in spec.cell_dtypes[1:] for n in once]
+    again = [
+        n
+        for n in names
+        if any(fnmatch.fnmatchcase(n, p) for p in PER_DTYPE) and not n.startswith("grad-grad-")
+    ]
+    return names + [f"{n}@{d}" for d in spec.cell_dtypes[1:] for n in again]
+
+
+# The cells each further dtype of `dtypes` runs again: those whose numbers the
+# dtype decides (values, gradients, every size, every hard input). Batching,
+# sharding, control flow, export and lowering carry those numbers unchanged,
+# in any dtype: they run once, in `dtype` (a second dtype would double the
+# matrix for what the values cells already see). check-grads-* computes in
+# float64 whatever the dtype; grad-grad-* (second order on a mesh) once too.
+PER_DTYPE = (
+    "eager",
+    "jit",
+    "jit-grad",
+    "vmap-new-axis",
+    "grad-*",
+    "vjp",
+    "jvp",
+    "size-*",
+    "hard-*",
+)
 
 
 def _sizable(spec: OpSpec, axis: str, kind: str) -> bool:

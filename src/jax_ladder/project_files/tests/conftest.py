@@ -115,26 +115,37 @@ def pytest_report_header():
 
 # The edit loop's selection, `pytest -m quick`: seconds where the whole suite
 # takes minutes. The reference against its float64 oracle (test_reference.py),
-# then the conformance matrix's core cells: the op against that reference
-# eagerly, jitted, under vmap and differentiated against random cotangents,
-# and the two cheapest hard-input cells, where most numerical-stability bugs
-# show (exp overflowing near 88, a division by a norm of zero).
+# the project's own tests marked quick, then one conformance cell of each
+# family an adaptation breaks: the op against the reference eagerly (in each
+# declared dtype: a bfloat16 input given a float32 result shows there), jitted,
+# with donated arguments, under vmap (each argument batched alone and on axes
+# of their own), differentiated against random cotangents, at size 1 and at a
+# ragged size along each axis, on the two cheapest hard inputs (exp
+# overflowing near 88, a division by a norm of zero), one shard_map cell per
+# split axis (a per-shard result that needed the whole axis), each axis split
+# under jit with its collectives counted (a parameter left replicated, one
+# all-gather more), and the exported round trip where the op is exported.
 # The whole suite stays the project's CI.
-QUICK_MARKER = "quick: the reference against its oracle and the matrix's core cells (-m quick)"
-# And one sharded cell per shard_map axis (shard-map-<d>-1d), where a
-# per-shard result that needed the whole axis (a softmax normalised within
-# each shard) shows.
+QUICK_MARKER = "quick: the reference against its oracle and one cell of each family (-m quick)"
 QUICK_CELLS = (
     "eager",
+    "eager@*",
     "jit",
+    "jit-donate",
     "vmap-new-axis",
+    "vmap-only-*",
+    "vmap-apart",
     "grad-*",
+    "size-*-1",
+    "size-*-ragged",
     "hard-exp-edge",
     "hard-zeros",
     "shard-map-*-1d",
+    "jit-auto-*",
+    "export-symbolic",
 )
-# second order on a mesh: not a first gradient; shard_map's gradients
-NOT_QUICK = ("grad-grad-*", "shard-map-grad-*")
+# second order; shard_map's gradients; two axes split at once (one each is enough)
+NOT_QUICK = ("grad-grad-*", "shard-map-grad-*", "jit-auto-*+*")
 
 
 def pytest_collection_modifyitems(items):

@@ -173,6 +173,9 @@ def step_text(mesh, params, momentum, x, y):
     return _STEP_TEXT[key]
 
 
+# In the edit loop (-m quick): a new weight left replicated, or one all-gather
+# more in the block, shows here first.
+@pytest.mark.quick
 @barriers_dropped(REMAT == "regather")  # save-gathered: one gather either way
 def test_compiled_step_has_exactly_the_chosen_collectives(rng):
     mesh = make_mesh(mesh_devices(8))
@@ -268,6 +271,7 @@ def test_checkpoint_policy_lowers_temporary_memory(rng):
     assert nearest == REMAT, (step, temp)
 
 
+@pytest.mark.quick  # a donated buffer read after the step shows here
 def test_donated_state_is_deleted_and_its_buffers_reused(rng):
     mesh = make_mesh(mesh_devices(8))
     params, x, y = make_problem(rng, LAYERS)
