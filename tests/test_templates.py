@@ -242,20 +242,23 @@ def test_own_tests_pass_then_every_mutant_is_killed(request, baked, monkeypatch)
     built = mutation.Project(baked, mutation.op_name_of(template_dir(rung), combo))
     combinations = covering_combinations(rung)
     here = combinations.index(combo)
-    # The conformance matrix's cells run in each template's default
-    # combination and its skeletons (and wherever a mutant names one), and in the
-    # full tier in every combination (a combination's own refusals and
-    # collectives are declared per option: internals' lowering=ffi api=hijax
-    # failed a cell no default bake runs); in the quick tier the others run the
-    # rest of their tests, the README table's check included, or only the tests
-    # their template's mutations.toml names under [only_tests].
+    # The conformance matrix runs whole in three combinations of each
+    # template: the default, the first skeleton and the oldest-JAX pass (and
+    # the benchmark's quick plot, which reads only the declaration, in them).
+    # Every other combination runs its other tests, the README table's check
+    # included, and the matrix's quick selection, one cell of each family (a
+    # combination's own refusals and collectives are declared per option:
+    # internals' lowering=ffi api=hijax failed a cell no default bake ran),
+    # or only the tests its template's mutations.toml names under
+    # [only_tests]. The whole matrix in each of the 50 combinations was most
+    # of the full tier's time, past CI's budget (issue 66).
     mutations = mutation.load(template_dir(rung))
     only = mutations.tests_for(combo)
     skeleton = combo.get("example") == mutation.SKELETON
-    full = selection(request.config).tier == "full"
-    # So does the benchmark's quick plot (bench.py reads only the declaration).
-    once = ("tests/test_conformance.py::test_cell", "tests/test_bench_plot.py")
-    matrix = ("--deselect", once[0], "--ignore", once[1]) if here and not (skeleton or full) else ()
+    first_skeleton = next(c for c in combinations if c.get("example") == mutation.SKELETON)
+    whole = (combinations[0], first_skeleton, oldest_jax_combination(rung))
+    plot = "tests/test_bench_plot.py"
+    matrix = () if combo in whole else ("-m", "quick or not matrix", "--ignore", plot)
     if here == 0:
         # The default project: first the demo's selection, as `jax-ladder demo`
         # runs it (its count is the README's demo sample's), then the rest.

@@ -10,13 +10,14 @@ its own suite run, the conformance matrix included. A template's *battery* is
 the rest: every covering combination's own suite, every mutant, the
 oldest-JAX pass, the default project on the oldest Python (tests/test_oldest_python.py),
 every combination type-checked, the second op, adopt, the
-wheels and the FFI's native checks. The full tier runs every battery, and
-the conformance matrix in every covering combination (the quick tier, only in
-the default and the skeletons); the quick tier runs the battery of each
-template that is *selected*: a file under templates/<rung>/ (or a file one of
-its links points to) changed since the last release, the commit that set the
-current `__version__` (CI's clone has the history but no tags; uncommitted
-and untracked files count as changes).
+wheels and the FFI's native checks. In every battery the conformance
+matrix runs whole in the default combination, the first skeleton and the
+oldest-JAX pass, and its quick selection (one cell of each family) in every
+other covering combination. The full tier runs every battery; the quick tier
+runs the battery of each template that is *selected*: a file under
+templates/<rung>/ (or a file one of its links points to) changed since the
+last release, the commit that set the current `__version__` (CI's clone has
+the history but no tags; uncommitted and untracked files count as changes).
 
 CI protects main, so the quick tier runs every battery a change can break:
 a change to shared machinery (SHARED_MACHINERY below: what every project

@@ -148,11 +148,18 @@ QUICK_CELLS = (
 NOT_QUICK = ("grad-grad-*", "shard-map-grad-*", "jit-auto-*+*")
 
 
+# Every cell of the matrix (test_conformance.py::test_cell), whatever else it
+# is marked: `-m "not matrix"` runs the project's other tests alone.
+MATRIX_MARKER = "matrix: a conformance matrix cell (tests/test_conformance.py::test_cell)"
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         params = getattr(item, "callspec", None)
         cell = params.params.get("cell") if params else None
         core = item.path.name == "test_conformance.py" and cell is not None
+        if core:
+            item.add_marker(pytest.mark.matrix)
         if item.path.name == "test_reference.py" or (
             core
             and any(fnmatchcase(cell, pattern) for pattern in QUICK_CELLS)
@@ -196,6 +203,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", QUICK_MARKER)
+    config.addinivalue_line("markers", MATRIX_MARKER)
     if platform := config.getini("jax_default_device"):
         jax.config.update("jax_default_device", platform)
     if not REQUIRED_PLATFORM:
