@@ -70,8 +70,8 @@ def run(args: Args) -> int:
     first = projects[rungs[0].name]
     print(
         f"Each ran its quick selection (pytest {' '.join(DEMO_SELECTION)}: the reference "
-        "against its float64 oracle, the op against the reference eagerly, jitted, under "
-        "vmap and differentiated). A project's whole suite (the conformance matrix and "
+        "against its float64 oracle, then one conformance cell of each family an "
+        "adaptation breaks). A project's whole suite (the conformance matrix and "
         f"its own tests, minutes), {first.name}'s for one, in a virtual environment of "
         "its own:",
         flush=True,

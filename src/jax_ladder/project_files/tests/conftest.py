@@ -118,10 +118,10 @@ def pytest_report_header():
 # the project's own tests marked quick, then one conformance cell of each
 # family an adaptation breaks: the op against the reference eagerly (in each
 # declared dtype: a bfloat16 input given a float32 result shows there), jitted,
-# with donated arguments, under vmap (each argument batched alone and on axes
-# of their own), differentiated against random cotangents, at size 1 and at a
-# ragged size along each axis, on the two cheapest hard inputs (exp
-# overflowing near 88, a division by a norm of zero), one shard_map cell per
+# with donated arguments, under vmap (each argument batched alone, and all on
+# axes of their own), differentiated against random cotangents, at size 1 along
+# each axis and at one ragged size, on three hard inputs (exp overflowing near
+# 88 and far past it, a division by a norm of zero), one shard_map cell per
 # split axis (a per-shard result that needed the whole axis), each axis split
 # under jit with its collectives counted (a parameter left replicated, one
 # all-gather more), and the exported round trip where the op is exported.
@@ -137,15 +137,19 @@ QUICK_CELLS = (
     "vmap-apart",
     "grad-*",
     "size-*-1",
-    "size-*-ragged",
     "hard-exp-edge",
+    "hard-shifted",
     "hard-zeros",
     "shard-map-*-1d",
     "jit-auto-*",
     "export-symbolic",
 )
-# second order; shard_map's gradients; two axes split at once (one each is enough)
-NOT_QUICK = ("grad-grad-*", "shard-map-grad-*", "jit-auto-*+*")
+# second order; shard_map's gradients; two axes split at once (one each is
+# enough); an argument alone on an inner axis (vmap-apart puts one there)
+NOT_QUICK = ("grad-grad-*", "shard-map-grad-*", "jit-auto-*+*", "vmap-only-*-inner")
+# One ragged size (the first axis's): a size cell recompiles the op and its
+# gradient, the quick selection's dearest cells.
+QUICK_ONCE = ("size-*-ragged",)
 
 
 # Every cell of the matrix (test_conformance.py::test_cell), whatever else it
@@ -154,17 +158,21 @@ MATRIX_MARKER = "matrix: a conformance matrix cell (tests/test_conformance.py::t
 
 
 def pytest_collection_modifyitems(items):
+    once = set(QUICK_ONCE)
     for item in items:
         params = getattr(item, "callspec", None)
         cell = params.params.get("cell") if params else None
         core = item.path.name == "test_conformance.py" and cell is not None
         if core:
             item.add_marker(pytest.mark.matrix)
-        if item.path.name == "test_reference.py" or (
-            core
-            and any(fnmatchcase(cell, pattern) for pattern in QUICK_CELLS)
+        first = core and next((p for p in once if fnmatchcase(cell, p)), None)
+        if first:
+            once.discard(first)
+        listed = core and (
+            any(fnmatchcase(cell, pattern) for pattern in QUICK_CELLS)
             and not any(fnmatchcase(cell, pattern) for pattern in NOT_QUICK)
-        ):
+        )
+        if item.path.name == "test_reference.py" or first or listed:
             item.add_marker(pytest.mark.quick)
 
 
